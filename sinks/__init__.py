@@ -1,0 +1,1 @@
+"""Storage adapters behind typed ports. Knows nothing of Kafka."""

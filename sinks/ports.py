@@ -1,0 +1,233 @@
+"""Typed ports of the storage layer. Every operation is scoped to one cube.
+
+Stages depend on these protocols only; adapters (FalkorDB, Neo4j, Milvus) are
+picked once in ``sinks.factory``. A sink knows nothing of Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from topics.models import (
+    CubeGraph,
+    Edge,
+    EdgeType,
+    MemoryItem,
+    MemoryType,
+    Status,
+    Subgraph,
+)
+
+FilterOp = Literal["=", "!=", "in", "contains", "<", "<=", ">", ">="]
+# Fields a filter may name. Anything else is rejected before a query is built,
+# and values always travel as query parameters.
+FilterField = Literal[
+    "id",
+    "memory",
+    "user_id",
+    "session_id",
+    "memory_type",
+    "status",
+    "type",
+    "key",
+    "tags",
+    "entities",
+    "hierarchy_level",
+    "source",
+    "visibility",
+    "confidence",
+    "created_at",
+    "updated_at",
+    "memory_time",
+    "frozen",
+]
+FILTER_FIELDS: frozenset[str] = frozenset(FilterField.__args__)  # type: ignore[attr-defined]
+Direction = Literal["out", "in", "any"]
+
+
+class StoreError(RuntimeError):
+    """A store rejected an operation (bad filter, dimension mismatch, unreachable server)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A metadata condition. ``contains`` tests list membership (tags, entities) or a substring."""
+
+    field: FilterField
+    op: FilterOp
+    value: object
+
+    def __post_init__(self) -> None:
+        if self.field not in FILTER_FIELDS:
+            raise StoreError(f"unknown filter field {self.field!r}")
+        if self.op == "in" and not isinstance(self.value, list | tuple | set | frozenset):
+            raise StoreError(f"filter {self.field} 'in' needs a list, got {type(self.value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class TagNeighbor:
+    node: MemoryItem
+    overlap: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCount:
+    values: dict[str, object]
+    count: int
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """The graph of memory nodes and typed edges."""
+
+    async def ensure_schema(self) -> None:
+        """Create indexes / constraints idempotently."""
+
+    async def close(self) -> None: ...
+
+    async def upsert_nodes(self, cube_id: str, nodes: Sequence[MemoryItem]) -> None:
+        """Insert or replace nodes by id (batched, idempotent)."""
+
+    async def update_node(self, cube_id: str, node: MemoryItem) -> bool:
+        """Replace an existing node's text and metadata; False when it does not exist."""
+
+    async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
+        """Delete nodes with their edges; returns how many existed."""
+
+    async def get_node(self, cube_id: str, node_id: str) -> MemoryItem | None: ...
+
+    async def get_nodes(self, cube_id: str, ids: Sequence[str]) -> list[MemoryItem]:
+        """Existing nodes among ``ids``, in the order given."""
+
+    async def add_edges(self, cube_id: str, edges: Sequence[Edge]) -> None:
+        """MERGE edges (idempotent: one edge per source, target and type)."""
+
+    async def delete_edge(self, cube_id: str, source: str, target: str, type: EdgeType) -> bool: ...
+
+    async def edge_exists(
+        self, cube_id: str, source: str, target: str, type: EdgeType, direction: Direction = "out"
+    ) -> bool: ...
+
+    async def edges_of(
+        self,
+        cube_id: str,
+        node_id: str,
+        types: Sequence[EdgeType] | None = None,
+        direction: Direction = "any",
+    ) -> list[Edge]: ...
+
+    async def children(self, cube_id: str, node_id: str) -> list[MemoryItem]:
+        """Targets of ``PARENT`` edges from ``node_id``."""
+
+    async def redirect_edges(
+        self, cube_id: str, from_ids: Sequence[str], to_id: str, exclude: Sequence[EdgeType]
+    ) -> int:
+        """Move edges of ``from_ids`` (except ``exclude`` types) onto ``to_id``; returns count."""
+
+    async def neighbors_by_tags(
+        self,
+        cube_id: str,
+        tags: Sequence[str],
+        min_overlap: int = 1,
+        exclude_ids: Sequence[str] = (),
+        limit: int = 20,
+    ) -> list[TagNeighbor]:
+        """Activated non-WorkingMemory, non-reasoning nodes sharing tags, most overlap first."""
+
+    async def subgraph(
+        self, cube_id: str, center_id: str, depth: int = 2, center_status: Status = "activated"
+    ) -> Subgraph:
+        """The center and its neighbourhood up to ``depth``; empty when the center's status differs."""
+
+    async def find_nodes(
+        self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None
+    ) -> list[MemoryItem]: ...
+
+    async def count_by(
+        self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()
+    ) -> list[GroupCount]: ...
+
+    async def count_by_type(self, cube_id: str, status: Status | None = "activated") -> dict[str, int]: ...
+
+    async def all_of_type(
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+    ) -> list[MemoryItem]:
+        """Nodes of a type, newest ``updated_at`` first."""
+
+    async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
+        """Delete the oldest activated nodes of a type beyond the newest ``keep`` (FIFO by updated_at)."""
+
+    async def optimization_candidates(
+        self, cube_id: str, memory_type: MemoryType, limit: int = 1000
+    ) -> list[MemoryItem]:
+        """Activated nodes of a (non-working) type without a PARENT edge pointing at them."""
+
+    async def export_cube(self, cube_id: str) -> CubeGraph: ...
+
+    async def import_cube(self, graph: CubeGraph) -> None: ...
+
+    async def clear_cube(self, cube_id: str) -> int: ...
+
+    async def list_cubes(self) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """A node's embedding plus the metadata that vector filters need."""
+
+    id: str
+    cube_id: str
+    user_id: str
+    memory_type: MemoryType
+    status: Status
+    vector: Sequence[float]
+    key: str = ""
+    tags: tuple[str, ...] = ()
+    session_id: str | None = None
+    hierarchy_level: str = "fact"
+    type: str = "fact"
+    updated_at: str = ""  # ISO-8601 UTC
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    id: str
+    score: float  # cosine similarity, higher is closer
+    record: VectorRecord
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Embeddings keyed by node id, searchable within a cube."""
+
+    @property
+    def dim(self) -> int: ...
+
+    async def ensure_collection(self) -> None:
+        """Create the collection if missing; raise StoreError when its dimension differs."""
+
+    async def close(self) -> None: ...
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None: ...
+
+    async def delete(self, cube_id: str, ids: Sequence[str]) -> None: ...
+
+    async def get(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]: ...
+
+    async def count(self, cube_id: str | None = None) -> int: ...
+
+    async def search(
+        self,
+        cube_id: str,
+        vector: Sequence[float],
+        top_k: int,
+        memory_types: Sequence[MemoryType] | None = None,
+        status: Status | None = "activated",
+        filters: Sequence[Filter] = (),
+    ) -> list[VectorHit]: ...
+
+    async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> None: ...
+
+    async def clear_cube(self, cube_id: str) -> int: ...

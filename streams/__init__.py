@@ -1,0 +1,1 @@
+"""Stream processing: the faust app and one folder per stage."""

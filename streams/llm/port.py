@@ -1,0 +1,64 @@
+"""The LLM port: one typed call per task.
+
+A ``Task`` bundles what a stage needs from a model: a typed context, a
+``render`` that turns it into chat messages, the pydantic model the answer
+must validate against, and a deterministic ``rules`` stand-in. The ``openai``
+provider renders and calls a model; the ``rules`` provider calls the stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypedDict, TypeVar
+
+from pydantic import BaseModel
+
+
+class ChatMessage(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+Ctx = TypeVar("Ctx", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Task(Generic[Ctx, Resp]):
+    """A model task: typed context in, validated response out."""
+
+    name: str
+    render: Callable[[Ctx], list[ChatMessage]]
+    response: type[Resp]
+    rules: Callable[[Ctx], Resp]
+
+
+class LLMError(RuntimeError):
+    """The model could not produce a valid answer after retries (timeout, HTTP error, bad JSON)."""
+
+    def __init__(self, task: str, message: str, attempts: int = 1) -> None:
+        super().__init__(f"LLM task {task!r} failed after {attempts} attempt(s): {message}")
+        self.task = task
+        self.attempts = attempts
+
+
+@dataclass
+class LLMUsage:
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class LLM(Protocol):
+    """Runs tasks. Implementations: ``streams.llm.openai_llm`` and ``streams.llm.rules``."""
+
+    name: str
+    usage: LLMUsage
+
+    async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
+        """The validated answer, or ``LLMError``."""
+        ...
+
+    async def close(self) -> None: ...

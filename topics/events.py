@@ -1,0 +1,426 @@
+"""Event models of the public topic contract (SPEC §4).
+
+Every value is a frozen, versioned pydantic model carrying ``event_id``,
+``user_id``, ``cube_id`` (defaults to the user id), ``occurred_at`` (UTC) and
+``schema_version``. Unions are discriminated so a consumer gets one precise
+pydantic error when a payload is wrong.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
+
+from topics.models import (
+    Edge,
+    HierarchyLevel,
+    MemoryItem,
+    MemoryType,
+    NodeType,
+    SourceKind,
+    SourceRef,
+    Status,
+    StoredMemoryType,
+    Subgraph,
+    Visibility,
+    _check_identifier,
+    utcnow,
+)
+
+SCHEMA_VERSION = 1
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Event(BaseModel):
+    """Common envelope of every event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    event_id: str = Field(default_factory=new_event_id)
+    user_id: str
+    cube_id: str
+    occurred_at: AwareDatetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_cube(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("cube_id") and data.get("user_id"):
+            data = {**data, "cube_id": data["user_id"]}
+        return data
+
+    _ids = field_validator("user_id", "cube_id")(_check_identifier)
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    @property
+    def kafka_key(self) -> bytes:
+        """The Kafka key: the cube id, so one cube's events stay ordered in one partition."""
+        return self.cube_id.encode()
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(min_length=1)
+    timestamp: AwareDatetime
+    name: str | None = None
+
+
+class Document(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    doc_id: str = Field(min_length=1)
+    text: str = Field(min_length=1)
+    title: str | None = None
+    uri: str | None = None
+    created_at: AwareDatetime | None = None
+
+
+class ConversationChunk(Event):
+    """A few messages of a conversation (``chat``) or a document (``doc``)."""
+
+    kind: Literal["chat", "doc"] = "chat"
+    session_id: str | None = None
+    messages: tuple[Message, ...] = ()
+    document: Document | None = None
+
+    @model_validator(mode="after")
+    def _payload_matches_kind(self) -> ConversationChunk:
+        if self.kind == "chat" and not self.messages:
+            raise ValueError("a chat chunk needs at least one message")
+        if self.kind == "chat" and self.document is not None:
+            raise ValueError("a chat chunk carries messages, not a document")
+        if self.kind == "doc" and self.document is None:
+            raise ValueError("a doc chunk needs a document")
+        ids = [m.id for m in self.messages]
+        if len(ids) != len(set(ids)):
+            raise ValueError("message ids must be unique within a chunk")
+        return self
+
+
+# --------------------------------------------------------------------------- memory.items
+
+
+class Origin(BaseModel):
+    """Where in the log an event came from (for read-your-writes and replay)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class ExtractedMemory(Event):
+    """One candidate memory with its provenance, bound for the add/merge stage.
+
+    ``id`` is deterministic for extracted memories (cube + source message ids +
+    item index) so a replayed chunk upserts the same node.
+    """
+
+    id: str | None = None
+    session_id: str | None = None
+    memory: str = Field(min_length=1)
+    key: str = ""
+    memory_type: StoredMemoryType = "LongTermMemory"
+    type: NodeType = "fact"
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    hierarchy_level: HierarchyLevel = "fact"
+    background: str = ""
+    source: SourceKind = "conversation"
+    sources: tuple[SourceRef, ...] = ()
+    confidence: float = Field(default=80.0, ge=0, le=100)
+    visibility: Visibility = "private"
+    memory_time: AwareDatetime | None = None
+    origin: Origin | None = None
+    # Position of this item among those extracted from the same chunk.
+    chunk_event_id: str | None = None
+    index: int = 0
+    count: int = 1
+
+
+# --------------------------------------------------------------------------- memory.commands
+
+
+class UpdateNode(Event):
+    command: Literal["update"] = "update"
+    node_id: str
+    memory: str | None = None
+    key: str | None = None
+    tags: tuple[str, ...] | None = None
+    status: Status | None = None
+    frozen: bool | None = None
+
+
+class DeleteNodes(Event):
+    command: Literal["delete"] = "delete"
+    node_ids: tuple[str, ...] = Field(min_length=1)
+
+
+class ReplaceWorkingMemory(Event):
+    command: Literal["replace_working_memory"] = "replace_working_memory"
+    node_ids: tuple[str, ...]
+
+
+class DeleteCube(Event):
+    command: Literal["delete_cube"] = "delete_cube"
+
+
+class DumpCube(Event):
+    command: Literal["dump"] = "dump"
+    path: str
+
+
+class LoadCube(Event):
+    command: Literal["load"] = "load"
+    path: str
+
+
+class BackupCube(Event):
+    command: Literal["backup"] = "backup"
+    directory: str
+    keep_last: int = Field(default=3, ge=1)
+    drop: bool = True
+
+
+MemoryCommand = Annotated[
+    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube,
+    Field(discriminator="command"),
+]
+
+
+# --------------------------------------------------------------------------- memory.updates
+
+UpdateAction = Literal[
+    "added",
+    "merged",
+    "updated",
+    "archived",
+    "removed",
+    "deleted",
+    "expired",
+    "linked",
+    "working_memory_replaced",
+]
+
+
+class MemoryUpdate(Event):
+    """Something changed in a cube's memory. ``node`` is a snapshot after the change."""
+
+    action: UpdateAction
+    stage: str
+    node_id: str | None = None
+    node: MemoryItem | None = None
+    related_ids: tuple[str, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    reason: str = ""
+    cause_event_id: str | None = None
+    origin: Origin | None = None
+
+
+# --------------------------------------------------------------------------- reorganize.*
+
+ReorganizeOp = Literal["add", "remove", "merge", "end"]
+REORGANIZE_PRIORITY: dict[str, str] = {
+    "add": "reorganize.high",
+    "remove": "reorganize.high",
+    "merge": "reorganize.normal",
+    "end": "reorganize.low",
+}
+
+
+class ReorganizeEvent(Event):
+    op: ReorganizeOp
+    node_ids: tuple[str, ...] = ()
+    memory_type: StoredMemoryType | None = None
+    session_id: str | None = None
+    reason: str = ""
+
+    @property
+    def topic_suffix(self) -> str:
+        return REORGANIZE_PRIORITY[self.op]
+
+
+# --------------------------------------------------------------------------- schedule.*
+
+KNOWN_SCHEDULE_LABELS = ("query", "answer", "add")
+
+
+class ScheduleMessage(Event):
+    """``label`` is free text on purpose: an unknown label is dead-lettered by the dispatcher."""
+
+    label: str = Field(min_length=1)
+    content: str = ""
+    session_id: str | None = None
+    memory_ids: tuple[str, ...] = ()
+
+
+class WorkingMemoryEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    memory: str
+
+
+class WorkingMemoryReplacement(Event):
+    session_id: str | None = None
+    items: tuple[WorkingMemoryEntry, ...]
+    reason: str = ""
+    queries: tuple[str, ...] = ()
+
+
+class ActivationMemory(Event):
+    text: str
+    node_ids: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- requests / replies
+
+
+class WriteToken(BaseModel):
+    """Returned by a write; ``search(after=token)`` waits until that write is searchable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class RequestBase(Event):
+    reply_to: str = "replies"
+    correlation_id: str = Field(default_factory=new_event_id)
+    requester: str = "client"
+
+
+class SearchRequest(RequestBase):
+    op: Literal["search"] = "search"
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=10, ge=1, le=200)
+    mode: Literal["fast", "fine"] = "fast"
+    memory_type: Literal["All", "WorkingMemory", "LongTermMemory", "UserMemory"] = "All"
+    search_filter: dict[str, JsonValue] | None = None
+    session_id: str | None = None
+    chat_history: tuple[dict[str, str], ...] = ()
+    after: WriteToken | None = None
+
+
+class SubgraphRequest(RequestBase):
+    op: Literal["subgraph"] = "subgraph"
+    query: str = Field(min_length=1)
+    top_k: int = Field(default=5, ge=1, le=50)
+    depth: int = Field(default=2, ge=1, le=3)
+    center_status: Status = "activated"
+
+
+class GetRequest(RequestBase):
+    op: Literal["get"] = "get"
+    ids: tuple[str, ...] = Field(min_length=1)
+
+
+class GetAllRequest(RequestBase):
+    op: Literal["get_all"] = "get_all"
+    memory_type: MemoryType | None = None
+    include_inactive: bool = False
+    limit: int = Field(default=1000, ge=1, le=10000)
+
+
+class WorkingMemoryRequest(RequestBase):
+    op: Literal["working_memory"] = "working_memory"
+
+
+Request = Annotated[
+    SearchRequest | SubgraphRequest | GetRequest | GetAllRequest | WorkingMemoryRequest,
+    Field(discriminator="op"),
+]
+
+
+class ScoredMemory(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    item: MemoryItem
+    score: float
+
+
+class SearchResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["search"] = "search"
+    memories: tuple[ScoredMemory, ...] = ()
+    mode_used: Literal["fast", "fine"] = "fast"
+
+
+class SubgraphResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["subgraph"] = "subgraph"
+    subgraph: Subgraph
+
+
+class NodesResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["nodes"] = "nodes"
+    nodes: tuple[MemoryItem, ...] = ()
+
+
+ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult, Field(discriminator="kind")]
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    message: str
+
+
+class Reply(Event):
+    correlation_id: str
+    ok: bool
+    result: ReplyResult | None = None
+    error: ErrorInfo | None = None
+
+
+# --------------------------------------------------------------------------- dead-letter
+
+
+class DeadLetter(Event):
+    """A failed event, kept whole so an operator can fix and re-publish it.
+
+    ``payload`` is the original bytes as UTF-8 text when they decode, else base64.
+    """
+
+    stage: str
+    error: str
+    error_type: str
+    original_topic: str
+    original_partition: int | None = None
+    original_offset: int | None = None
+    original_key: str | None = None
+    payload: str
+    payload_encoding: Literal["utf-8", "base64"] = "utf-8"
+    attempts: int = 1

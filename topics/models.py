@@ -1,0 +1,158 @@
+"""Domain models shared by the contract, the stages and the stores.
+
+A memory node is a ``MemoryItem``: an id, the text, and metadata (SPEC §2). The
+embedding lives in the vector store, never on the node.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+MemoryType = Literal["WorkingMemory", "LongTermMemory", "UserMemory"]
+StoredMemoryType = Literal["LongTermMemory", "UserMemory"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("WorkingMemory", "LongTermMemory", "UserMemory")
+Status = Literal["generated", "activated", "archived", "expired", "deleted"]
+NodeType = Literal["fact", "event", "opinion", "topic", "reasoning", "procedure"]
+HierarchyLevel = Literal["topic", "concept", "fact"]
+SourceKind = Literal["conversation", "retrieved", "web", "file"]
+Visibility = Literal["private", "public", "session"]
+EdgeType = Literal[
+    "PARENT",
+    "RELATE_TO",
+    "MERGED_TO",
+    "CAUSE",
+    "CONDITION",
+    "CONFLICT",
+    "FOLLOWS",
+    "AGGREGATE_TO",
+    "INFERRED_FROM",
+]
+EDGE_TYPES: tuple[EdgeType, ...] = (
+    "PARENT",
+    "RELATE_TO",
+    "MERGED_TO",
+    "CAUSE",
+    "CONDITION",
+    "CONFLICT",
+    "FOLLOWS",
+    "AGGREGATE_TO",
+    "INFERRED_FROM",
+)
+# Lineage edges record where a node came from; they stay put when nodes merge.
+LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset({"MERGED_TO", "INFERRED_FROM", "PARENT"})
+
+MAX_ID_LEN = 256
+
+
+def utcnow() -> datetime:
+    """The default clock; stages take a ``Clock`` so tests can inject time."""
+    return datetime.now(UTC)
+
+
+def _check_identifier(value: str) -> str:
+    if not value or not value.strip():
+        raise ValueError("must be a non-empty string")
+    if len(value) > MAX_ID_LEN:
+        raise ValueError(f"must be at most {MAX_ID_LEN} characters")
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceRef(Frozen):
+    """Provenance: the message or document chunk a memory came from."""
+
+    kind: Literal["message", "chunk", "memory", "manual"] = "message"
+    message_id: str | None = None
+    role: str | None = None
+    doc_id: str | None = None
+    chunk_index: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+
+class UsageRecord(Frozen):
+    """One search that returned a node."""
+
+    at: AwareDatetime
+    requester: str
+    query: str | None = None
+
+
+class MemoryMetadata(Frozen):
+    user_id: str
+    cube_id: str
+    session_id: str | None = None
+    memory_type: MemoryType
+    status: Status = "activated"
+    type: NodeType = "fact"
+    key: str = ""
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    hierarchy_level: HierarchyLevel = "fact"
+    background: str = ""
+    source: SourceKind = "conversation"
+    sources: tuple[SourceRef, ...] = ()
+    confidence: float = Field(default=80.0, ge=0, le=100)
+    visibility: Visibility = "private"
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+    updated_at: AwareDatetime = Field(default_factory=utcnow)
+    memory_time: AwareDatetime | None = None
+    usage: tuple[UsageRecord, ...] = ()
+    frozen: bool = False
+    # For WorkingMemory copies: the long-term node this copy mirrors.
+    origin_id: str | None = None
+
+    _ids = field_validator("user_id", "cube_id")(_check_identifier)
+
+    @field_validator("created_at", "updated_at", "memory_time")
+    @classmethod
+    def _to_utc(cls, value: datetime | None) -> datetime | None:
+        return value.astimezone(UTC) if value is not None else None
+
+
+class MemoryItem(Frozen):
+    """A memory node (SPEC §2)."""
+
+    id: str
+    memory: str = Field(min_length=1)
+    metadata: MemoryMetadata
+
+    def evolve(self, **metadata_changes: Any) -> MemoryItem:
+        """A copy with some metadata fields changed (models are frozen)."""
+        return self.model_copy(update={"metadata": self.metadata.model_copy(update=metadata_changes)})
+
+
+class Edge(Frozen):
+    """A typed, directed relation between two nodes of one cube."""
+
+    source: str
+    target: str
+    type: EdgeType
+    weight: float = 1.0
+    reason: str = ""
+
+
+class Subgraph(Frozen):
+    core_id: str | None
+    nodes: tuple[MemoryItem, ...] = ()
+    edges: tuple[Edge, ...] = ()
+
+
+class CubeGraph(Frozen):
+    """Everything a cube holds, as exported by ``memstream dump``."""
+
+    cube_id: str
+    nodes: tuple[MemoryItem, ...] = ()
+    edges: tuple[Edge, ...] = ()
+    vectors: dict[str, list[float]] = Field(default_factory=dict)

