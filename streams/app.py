@@ -1,0 +1,160 @@
+"""The faust app factory: binds the topic registry to faust topics and registers stages.
+
+Topics carry raw bytes; stages decode them with the registry's pydantic models so
+a bad payload becomes a dead letter instead of a crashed agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
+from topics.registry import ALL_TOPICS, TopicSpec
+from topics.settings import Settings
+
+log = logging.getLogger("memstream.app")
+
+BatchHandler = Callable[[Sequence[RawRecord]], Awaitable[list[Outgoing]]]
+
+
+@dataclass
+class BoundTopics:
+    """The registry's topics as faust topics of one app, plus a sender for ``Outgoing``."""
+
+    app: faust.App
+    settings: Settings
+    topics: dict[str, faust.TopicT] = field(default_factory=dict)
+
+    def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
+        return self.topics[spec.suffix]
+
+    async def send(self, outgoing: Sequence[Outgoing]) -> None:
+        """Publish and wait for the broker's ack, so offsets are committed only after outputs exist."""
+        futures = []
+        for out in outgoing:
+            key = out.key if out.key is not None else out.event.kafka_key
+            fut = await self[out.spec].send(key=key, value=out.spec.encode(out.event))
+            futures.append(fut)
+        if futures:
+            await asyncio.gather(*futures)
+
+
+def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopics]:
+    """A faust app for one worker, with every registry topic bound (never auto-created)."""
+    k = settings.kafka
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{bootstrap}",
+        store="memory://",
+        autodiscover=False,
+        web_enabled=False,
+        topic_disable_leader=True,
+        topic_allow_declare=False,
+        topic_partitions=k.partitions,
+        topic_replication_factor=k.replication_factor,
+        stream_wait_empty=False,
+        broker_client_id=k.client_id,
+        broker_session_timeout=k.session_timeout_s,
+        broker_heartbeat_interval=k.heartbeat_interval_s,
+        broker_rebalance_timeout=k.rebalance_timeout_s,
+        broker_commit_interval=settings.worker.commit_interval_s,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        loghandlers=[],
+    )
+    bound = BoundTopics(app=app, settings=settings)
+    for spec in ALL_TOPICS:
+        bound.topics[spec.suffix] = app.topic(
+            spec.name(settings),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=spec.partition_count(settings),
+            internal=False,
+        )
+    return app, bound
+
+
+def raw_of(event: EventT) -> RawRecord:
+    msg = event.message
+    value = event.value if isinstance(event.value, bytes | bytearray) or event.value is None \
+        else msg.value
+    return RawRecord(
+        topic=msg.topic, partition=msg.partition, offset=msg.offset,
+        key=msg.key if isinstance(msg.key, bytes) or msg.key is None else str(msg.key).encode(),
+        value=bytes(value) if value is not None else None,
+    )
+
+
+def register_batch_agent(
+    bound: BoundTopics,
+    spec: TopicSpec | Sequence[TopicSpec],
+    name: str,
+    handler: BatchHandler,
+    stats: StageStats,
+    batch_size: int,
+    within_s: float,
+) -> None:
+    """Register a thin agent: take a batch, hand raw records to ``handler``, send its outputs.
+
+    ``handler`` owns decoding, retries and dead letters; anything that still escapes
+    is logged and the batch is dead-lettered by the handler's caller contract — the
+    agent itself never dies.
+    """
+    specs = [spec] if isinstance(spec, TopicSpec) else list(spec)
+    channel = bound[specs[0]] if len(specs) == 1 else bound.app.topic(
+        *[s.name(bound.settings) for s in specs],
+        key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+    )
+
+    async def agent(stream: faust.StreamT[Any]) -> AsyncIterator[int]:
+        async for events in stream.take_events(batch_size, within=within_s):
+            raws = [raw_of(e) for e in events]
+            try:
+                outgoing = await handler(raws)
+                await bound.send(outgoing)
+                stats.processed += len(raws)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - last line of defence: log, keep consuming
+                log.exception("%s: batch of %d failed outside the handler", name, len(raws))
+            yield len(raws)
+
+    bound.app.agent(channel, name=name)(agent)
+
+
+StageLogic = Callable[[Sequence[Record[Any]], Deps], Awaitable[list[Outgoing]]]
+
+
+def register_stage(
+    bound: BoundTopics, deps: Deps, spec: TopicSpec, stage: str, name: str, logic: StageLogic
+) -> StageStats:
+    """Wire a stage's pure logic to its input topic with batching, retries and dead letters."""
+    stats = StageStats()
+
+    async def run(records: Sequence[Record[Any]]) -> list[Outgoing]:
+        return await logic(records, deps)
+
+    handler = make_batch_handler(stage, spec, run, deps.settings.worker, deps.clock, stats)
+    w = deps.settings.worker
+    register_batch_agent(bound, spec, name, handler, stats, w.batch_size, w.batch_within_s)
+    return stats
+
+
+def register_stages(bound: BoundTopics, deps: Deps) -> dict[str, StageStats]:
+    """Register every stage of the pipeline on the app; returns per-stage counters."""
+    from streams.extraction.agent import register as register_extraction
+    from streams.memory.agent import register as register_memory
+
+    stats: dict[str, StageStats] = {}
+    stats["extraction"] = register_extraction(bound, deps)
+    stats["memory.add"] = register_memory(bound, deps)
+    return stats

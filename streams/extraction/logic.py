@@ -1,0 +1,164 @@
+"""Extraction stage (MemReader, SPEC §3.1): conversation chunks → candidate memories.
+
+Pure async logic. Ids are deterministic (cube + source messages or doc chunk +
+item index), so extracting the same chunk twice yields the same items.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from streams.extraction.chunking import chunk_text
+from streams.prompts.extraction import (
+    EXTRACTION,
+    ExtractionContext,
+    ExtractionMessage,
+    ExtractionResponse,
+)
+from streams.runtime import Deps, Outgoing, Record
+from topics.events import ConversationChunk, ExtractedMemory, Origin
+from topics.ids import chunk_source_key, derived_event_id, memory_id
+from topics.models import SourceRef
+from topics.registry import MEMORY_ITEMS
+
+log = logging.getLogger("memstream.extraction")
+STAGE = "extraction"
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    """An event time from the model, kept only when it is a valid date or datetime."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+async def extract_chunk(
+    chunk: ConversationChunk, origin: Origin | None, deps: Deps
+) -> list[ExtractedMemory]:
+    """All candidate memories of one chunk (a chat chunk, or every piece of a document)."""
+    match chunk.kind:
+        case "chat":
+            return await _extract_chat(chunk, origin, deps)
+        case "doc":
+            return await _extract_doc(chunk, origin, deps)
+
+
+async def _extract_chat(
+    chunk: ConversationChunk, origin: Origin | None, deps: Deps
+) -> list[ExtractedMemory]:
+    ctx = ExtractionContext(
+        kind="chat",
+        user_id=chunk.user_id,
+        session_id=chunk.session_id,
+        now=deps.clock(),
+        messages=[
+            ExtractionMessage(id=m.id, role=m.role, content=m.content, timestamp=m.timestamp)
+            for m in chunk.messages
+        ],
+    )
+    answer = await deps.llm.run(EXTRACTION, ctx)
+    roles = {m.id: m.role for m in chunk.messages}
+    default_refs = tuple(
+        SourceRef(kind="message", message_id=m.id, role=m.role)
+        for m in chunk.messages if m.role == "user"
+    ) or tuple(SourceRef(kind="message", message_id=m.id, role=m.role) for m in chunk.messages)
+    source_key = chunk_source_key(m.id for m in chunk.messages)
+
+    def refs_for(ids: Sequence[str]) -> tuple[SourceRef, ...]:
+        known = [i for i in dict.fromkeys(ids) if i in roles]
+        if not known:
+            return default_refs
+        return tuple(SourceRef(kind="message", message_id=i, role=roles[i]) for i in known)
+
+    return _to_items(chunk, origin, answer, source_key, "conversation", refs_for)
+
+
+async def _extract_doc(
+    chunk: ConversationChunk, origin: Origin | None, deps: Deps
+) -> list[ExtractedMemory]:
+    doc = chunk.document
+    assert doc is not None  # noqa: S101 - the model validator guarantees it
+    cfg = deps.settings.worker
+    items: list[ExtractedMemory] = []
+    pieces = chunk_text(doc.text, cfg.doc_chunk_chars, cfg.doc_chunk_overlap)
+    for piece in pieces:
+        ctx = ExtractionContext(
+            kind="doc",
+            user_id=chunk.user_id,
+            session_id=chunk.session_id,
+            now=deps.clock(),
+            document_text=piece.text,
+            doc_id=doc.doc_id,
+            doc_title=doc.title,
+            chunk_index=piece.index,
+            char_start=piece.start,
+            char_end=piece.end,
+        )
+        answer = await deps.llm.run(EXTRACTION, ctx)
+        ref = SourceRef(kind="chunk", doc_id=doc.doc_id, chunk_index=piece.index,
+                        char_start=piece.start, char_end=piece.end)
+        items.extend(_to_items(chunk, origin, answer, f"doc:{doc.doc_id}:{piece.index}", "file",
+                               lambda _ids, r=ref: (r,)))
+    # Re-number across pieces so index/count describe the whole document.
+    return [i.model_copy(update={"index": n, "count": len(items)}) for n, i in enumerate(items)]
+
+
+def _to_items(
+    chunk: ConversationChunk,
+    origin: Origin | None,
+    answer: ExtractionResponse,
+    source_key: str,
+    source: str,
+    refs_for: Callable[[Sequence[str]], tuple[SourceRef, ...]],
+) -> list[ExtractedMemory]:
+    items: list[ExtractedMemory] = []
+    seen: set[str] = set()
+    for extracted in answer.memories:
+        text = extracted.value.strip()
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        index = len(items)
+        node_id = memory_id(chunk.cube_id, source_key, index)
+        origin_ref = (SourceRef(kind="message", topic=origin.topic, partition=origin.partition,
+                                offset=origin.offset),) if origin is not None else ()
+        refs = refs_for(extracted.source_message_ids)
+        items.append(ExtractedMemory(
+            event_id=derived_event_id("extracted", node_id),
+            user_id=chunk.user_id,
+            cube_id=chunk.cube_id,
+            occurred_at=chunk.occurred_at,
+            id=node_id,
+            session_id=chunk.session_id,
+            memory=text,
+            key=extracted.key.strip(),
+            memory_type=extracted.memory_type,
+            type=extracted.type,
+            tags=tuple(dict.fromkeys(t.strip() for t in extracted.tags if t.strip())),
+            background=answer.summary.strip(),
+            source=source,  # type: ignore[arg-type]
+            sources=(*refs, *origin_ref),
+            memory_time=_parse_time(extracted.memory_time),
+            origin=origin,
+            chunk_event_id=chunk.event_id,
+            index=index,
+        ))
+    return [i.model_copy(update={"count": len(items)}) for i in items]
+
+
+async def extract(records: Sequence[Record[ConversationChunk]], deps: Deps) -> list[Outgoing]:
+    """Extraction for a batch of one cube's chunks, in log order."""
+    out: list[Outgoing] = []
+    for record in records:
+        items = await extract_chunk(record.value, record.origin, deps)
+        if not items:
+            log.info("cube %s: chunk %s yielded no memories", record.value.cube_id,
+                     record.value.event_id)
+        out.extend(Outgoing(MEMORY_ITEMS, item) for item in items)
+    return out

@@ -1,0 +1,12 @@
+"""Add stage agent: ``memory.items`` → graph + vectors, ``memory.updates``, ``reorganize.*``."""
+
+from __future__ import annotations
+
+from streams.app import BoundTopics, register_stage
+from streams.memory.logic import STAGE, add_memories
+from streams.runtime import Deps, StageStats
+from topics.registry import MEMORY_ITEMS
+
+
+def register(bound: BoundTopics, deps: Deps) -> StageStats:
+    return register_stage(bound, deps, MEMORY_ITEMS, STAGE, "memory-add", add_memories)

@@ -1,0 +1,227 @@
+"""What every stage agent shares: its dependencies, retries, and dead-lettering.
+
+Agents stay thin: they decode raw records here, call a pure logic function with
+``Deps``, send the events it returns, and dead-letter what fails. A worker never
+dies on one bad event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from topics.events import DeadLetter, Event, Origin
+from topics.registry import DEAD_LETTER, TopicSpec
+from topics.settings import Settings, WorkerSettings
+
+if TYPE_CHECKING:
+    from sinks.memory_store import MemoryStore
+    from sinks.ports import GraphStore, VectorStore
+    from streams.embed.port import Embedder
+    from streams.llm.port import LLM
+
+log = logging.getLogger("memstream.streams")
+
+Clock = Callable[[], datetime]
+E = TypeVar("E", bound=BaseModel)
+
+
+@dataclass
+class Deps:
+    """Everything a stage's logic may use, built once per worker."""
+
+    settings: Settings
+    llm: LLM
+    embedder: Embedder
+    graph: GraphStore
+    vectors: VectorStore
+    store: MemoryStore
+    clock: Clock
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """An event a logic function wants published, and where."""
+
+    spec: TopicSpec
+    event: Event
+    key: bytes | None = None  # None: the event's cube id
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """What an agent hands over: bytes and their position, independent of faust."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class Record(Generic[E]):
+    """A decoded input record with its position in the log."""
+
+    value: E
+    origin: Origin
+    raw: RawRecord
+
+
+
+@dataclass
+class StageStats:
+    processed: int = 0
+    dead_lettered: int = 0
+    retries: int = 0
+    by_error: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def dead_letter(
+    stage: str,
+    raw: RawRecord,
+    error: BaseException,
+    attempts: int,
+    clock: Clock,
+    event: BaseModel | None = None,
+) -> Outgoing:
+    """A DeadLetter carrying the stage, the error text and the original payload."""
+    payload = raw.value or b""
+    try:
+        text, encoding = payload.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(payload).decode("ascii"), "base64"
+    key_text = raw.key.decode("utf-8", errors="replace") if raw.key else None
+    user_id = getattr(event, "user_id", None) or key_text or "unknown"
+    cube_id = getattr(event, "cube_id", None) or key_text or "unknown"
+    message = str(error) if isinstance(error, ValidationError) else f"{error}"
+    letter = DeadLetter(
+        user_id=user_id,
+        cube_id=cube_id,
+        occurred_at=clock(),
+        stage=stage,
+        error=message or type(error).__name__,
+        error_type=type(error).__name__,
+        original_topic=raw.topic,
+        original_partition=raw.partition,
+        original_offset=raw.offset,
+        original_key=key_text,
+        payload=text,
+        payload_encoding=encoding,  # type: ignore[arg-type]
+        attempts=attempts,
+    )
+    return Outgoing(DEAD_LETTER, letter, key=raw.key)
+
+
+def decode_batch(
+    stage: str, spec: TopicSpec, raws: Sequence[RawRecord], clock: Clock
+) -> tuple[list[Record[Any]], list[Outgoing]]:
+    """Split raw records into valid events and dead letters (bad JSON or schema)."""
+    good: list[Record[Any]] = []
+    dead: list[Outgoing] = []
+    for raw in raws:
+        try:
+            if raw.value is None:
+                raise ValueError("empty record value (tombstone) on a non-compacted topic")
+            value = spec.decode(raw.value)
+        except (ValidationError, ValueError) as exc:
+            log.warning("%s: dead-lettering %s[%d]@%d: %s", stage, raw.topic, raw.partition,
+                        raw.offset, exc)
+            dead.append(dead_letter(stage, raw, exc, attempts=1, clock=clock))
+            continue
+        origin = Origin(topic=raw.topic, partition=raw.partition, offset=raw.offset)
+        good.append(Record(value, origin, raw))
+    return good, dead
+
+
+async def with_retries(
+    stage: str,
+    fn: Callable[[], Awaitable[list[Outgoing]]],
+    retries: int,
+    backoff_s: float,
+    stats: StageStats | None = None,
+) -> tuple[list[Outgoing], BaseException | None, int]:
+    """Run ``fn`` with bounded retries; returns (outputs, last error or None, attempts)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await fn(), None, attempt
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - errors are data: they go to the dead-letter topic
+            if attempt > retries:
+                return [], exc, attempt
+            if stats is not None:
+                stats.retries += 1
+            log.warning("%s: attempt %d failed (%s: %s); retrying", stage, attempt,
+                        type(exc).__name__, exc)
+            await asyncio.sleep(backoff_s * (2 ** (attempt - 1)))
+
+
+def group_by_cube(records: Sequence[Record[Any]]) -> dict[str, list[Record[Any]]]:
+    """Records per cube, each list in log order (one cube's events are ordered)."""
+    groups: dict[str, list[Record[Any]]] = defaultdict(list)
+    for record in records:
+        groups[record.value.cube_id].append(record)
+    return dict(groups)
+
+
+CubeLogic = Callable[[Sequence[Record[Any]]], Awaitable[list[Outgoing]]]
+
+
+def make_batch_handler(
+    stage: str,
+    spec: TopicSpec,
+    logic: CubeLogic,
+    worker: WorkerSettings,
+    clock: Clock,
+    stats: StageStats,
+) -> Callable[[Sequence[RawRecord]], Awaitable[list[Outgoing]]]:
+    """Decode, run ``logic`` per cube (cubes concurrently, each in log order), dead-letter failures.
+
+    A cube's batch is retried as a whole; if it still fails, its records are retried one
+    by one so a single poisonous event is dead-lettered and the rest go through.
+    """
+    retries = worker.stage_retries
+    backoff = worker.retry_backoff_s
+
+    async def run_cube(records: list[Record[Any]]) -> list[Outgoing]:
+        out, error, _ = await with_retries(stage, lambda: logic(records), retries, backoff, stats)
+        if error is None:
+            return out
+        if len(records) == 1:
+            singles = [(records[0], error)]
+            out = []
+        else:
+            out, singles = [], []
+            for record in records:
+                one, err, _ = await with_retries(
+                    stage, lambda r=record: logic([r]), retries, backoff, stats
+                )
+                out.extend(one)
+                if err is not None:
+                    singles.append((record, err))
+        for record, err in singles:
+            log.error("%s: dead-lettering event %s after %d attempts: %s", stage,
+                      getattr(record.value, "event_id", "?"), retries + 1, err)
+            stats.dead_lettered += 1
+            stats.by_error[type(err).__name__] += 1
+            out.append(dead_letter(stage, record.raw, err, retries + 1, clock, record.value))
+        return out
+
+    async def handle(raws: Sequence[RawRecord]) -> list[Outgoing]:
+        good, dead = decode_batch(stage, spec, raws, clock)
+        stats.dead_lettered += len(dead)
+        results = await asyncio.gather(*(run_cube(rs) for rs in group_by_cube(good).values()))
+        return dead + [o for result in results for o in result]
+
+    return handle

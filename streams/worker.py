@@ -1,0 +1,82 @@
+"""A worker: builds the stage dependencies from settings and runs the faust app.
+
+It runs inside any asyncio loop (the CLI's, a test's, the demo's), so a test can
+start a real worker against a real broker and stores and stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import faust
+
+from sinks.graph_factory import create_graph_store
+from sinks.memory_store import MemoryStore
+from sinks.vector_factory import create_vector_store
+from streams.app import BoundTopics, create_app, register_stages
+from streams.embed.factory import create_embedder
+from streams.embed.port import Embedder
+from streams.llm.factory import create_llm
+from streams.llm.port import LLM
+from streams.runtime import Clock, Deps, StageStats
+from topics.admin import ensure_topics
+from topics.models import utcnow
+from topics.settings import Settings
+
+log = logging.getLogger("memstream.worker")
+
+
+@dataclass
+class Worker:
+    """One memstream worker process's worth of stages, started and stopped as a unit."""
+
+    settings: Settings
+    bootstrap: str
+    graph_uri: str
+    clock: Clock = utcnow
+    llm: LLM | None = None
+    embedder: Embedder | None = None
+    deps: Deps | None = field(default=None, init=False)
+    app: faust.App | None = field(default=None, init=False)
+    bound: BoundTopics | None = field(default=None, init=False)
+    stats: dict[str, StageStats] = field(default_factory=dict, init=False)
+
+    async def start(self) -> None:
+        s = self.settings
+        await ensure_topics(s, self.bootstrap)
+        llm = self.llm or create_llm(s.llm)
+        embedder = self.embedder or create_embedder(s.embedder)
+        graph = create_graph_store(s, self.graph_uri)
+        await graph.ensure_schema()
+        vectors = create_vector_store(s, embedder.dim)
+        await vectors.ensure_collection()
+        self.deps = Deps(settings=s, llm=llm, embedder=embedder, graph=graph, vectors=vectors,
+                         store=MemoryStore(graph, vectors), clock=self.clock)
+        self.app, self.bound = create_app(s, self.bootstrap)
+        self.stats = register_stages(self.bound, self.deps)
+        await self.app.start()
+        log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
+                 s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
+
+    async def stop(self) -> None:
+        if self.app is not None:
+            await self.app.stop()
+            self.app = None
+        if self.deps is not None:
+            d, self.deps = self.deps, None
+            for closer in (d.graph.close, d.vectors.close, d.llm.close, d.embedder.close):
+                try:
+                    await closer()
+                except Exception:  # noqa: BLE001 - keep closing the rest
+                    log.exception("error while closing %s", closer)
+
+    async def __aenter__(self) -> Worker:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
