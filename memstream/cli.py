@@ -20,7 +20,8 @@ def _settings(data_dir: Path | None) -> Settings:
 
 
 def _logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level.upper(), format=fmt)
     # faust and aiokafka are chatty at INFO; keep their warnings.
     for noisy in ("faust", "aiokafka", "mode"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -12,6 +12,7 @@ from types import TracebackType
 
 from sinks.local import FalkorDBServer
 from topics.admin import ensure_topics
+
 from topics.broker import LocalBroker, resolve_bootstrap
 from topics.settings import Settings
 

@@ -36,7 +36,7 @@ class BoundTopics:
         return self.topics[spec.suffix]
 
     async def send(self, outgoing: Sequence[Outgoing]) -> None:
-        """Publish and wait for the broker's ack, so offsets are committed only after outputs exist."""
+        """Publish and wait for the broker's ack: offsets are committed only once outputs exist."""
         futures = []
         for out in outgoing:
             key = out.key if out.key is not None else out.event.kafka_key

@@ -24,6 +24,7 @@ from topics.settings import Settings, WorkerSettings
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
+
     from sinks.ports import GraphStore, VectorStore
     from streams.embed.port import Embedder
     from streams.llm.port import LLM

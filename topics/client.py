@@ -94,7 +94,9 @@ class MemoryClient:
 
     # ------------------------------------------------------------------ writes
 
-    async def publish(self, spec: TopicSpec, event: BaseModel, key: bytes | None = None) -> WriteToken:
+    async def publish(
+        self, spec: TopicSpec, event: BaseModel, key: bytes | None = None
+    ) -> WriteToken:
         """Publish one contract event; returns where it landed."""
         if self._producer is None:
             raise ClientError("client not started: use `async with MemoryClient(...)`")

@@ -23,7 +23,7 @@ def chunk_source_key(message_ids: Iterable[str]) -> str:
 
 
 def memory_id(cube_id: str, source_key: str, index: int) -> str:
-    """Id of the ``index``-th memory extracted from one source (a chunk's messages or a doc chunk)."""
+    """Id of the ``index``-th memory extracted from one source (messages or a doc chunk)."""
     return stable_id("memory", cube_id, source_key, index)
 
 

@@ -130,7 +130,8 @@ class MemoryItem(Frozen):
 
     def evolve(self, **metadata_changes: Any) -> MemoryItem:
         """A copy with some metadata fields changed (models are frozen)."""
-        return self.model_copy(update={"metadata": self.metadata.model_copy(update=metadata_changes)})
+        metadata = self.metadata.model_copy(update=metadata_changes)
+        return self.model_copy(update={"metadata": metadata})
 
 
 class Edge(Frozen):

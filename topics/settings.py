@@ -54,7 +54,7 @@ class VectorSettings(BaseModel):
 
 
 class LLMSettings(BaseModel):
-    """Chat LLM. ``rules`` (a deterministic stand-in) unless an OpenAI-compatible endpoint is set."""
+    """Chat LLM: ``rules`` (a deterministic stand-in) unless an OpenAI endpoint is set."""
 
     provider: LLMProvider | None = None
     base_url: str | None = None
