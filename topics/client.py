@@ -65,7 +65,7 @@ class MemoryClient:
         if self._bootstrap is None:
             from topics.broker import running_broker
 
-            self._bootstrap = running_broker(self.settings.data_dir / "broker")
+            self._bootstrap = await running_broker(self.settings.data_dir / "broker")
         from topics.admin import ensure_topics
 
         await ensure_topics(self.settings, self.bootstrap)

@@ -1,0 +1,91 @@
+"""A whole pipeline for one test: real broker and FalkorDB (shared per session), fresh
+topics, graph, Milvus Lite file and consumer group per test, and a worker in-process."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from sinks.local import FalkorDBServer
+from streams.runtime import Deps
+from streams.worker import Worker
+from topics.client import MemoryClient
+from topics.settings import Settings
+
+
+@dataclass
+class Pipeline:
+    settings: Settings
+    bootstrap: str
+    worker: Worker
+    client: MemoryClient
+    llm_server: Any = None
+
+    @property
+    def deps(self) -> Deps:
+        assert self.worker.deps is not None
+        return self.worker.deps
+
+
+def pipeline_settings(tmp: Path, bootstrap: str, graph_uri: str, **overrides: Any) -> Settings:
+    """Settings isolating one test: its own topic prefix, group, graph and vector file."""
+    tag = uuid.uuid4().hex[:10]
+    base: dict[str, Any] = {
+        "data_dir": tmp,
+        "app_id": f"test-{tag}",
+        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": f"t{tag}.", "partitions": 2,
+                  "session_timeout_s": 6, "rebalance_timeout_s": 6},
+        "graph": {"uri": graph_uri, "database": f"g{tag}"},
+        "vector": {"uri": str(tmp / "milvus.db"), "collection": f"c{tag}"},
+        "worker": {"batch_within_s": 0.05, "retry_backoff_s": 0.01, "commit_interval_s": 0.2},
+    }
+    for key, value in overrides.items():
+        base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+    return Settings(**base)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def falkordb_uri(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    server = FalkorDBServer(tmp_path_factory.mktemp("falkordb"))
+    uri = await server.start()
+    yield uri
+    await server.stop()
+
+
+async def _pipeline(settings: Settings, llm_server: Any = None) -> AsyncIterator[Pipeline]:
+    bootstrap = settings.kafka.bootstrap_servers
+    assert bootstrap is not None and settings.graph.uri is not None
+    worker = Worker(settings, bootstrap, settings.graph.uri)
+    await worker.start()
+    try:
+        async with MemoryClient(settings, bootstrap) as client:
+            yield Pipeline(settings, bootstrap, worker, client, llm_server)
+    finally:
+        await worker.stop()
+
+
+@pytest_asyncio.fixture
+async def pipeline(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
+    async for p in _pipeline(pipeline_settings(tmp_path, kafka_broker, falkordb_uri)):
+        yield p
+
+
+@pytest_asyncio.fixture
+async def pipeline_with_llm(
+    tmp_path: Path, kafka_broker: str, falkordb_uri: str, scripted_openai: Any
+) -> AsyncIterator[Pipeline]:
+    """The pipeline with the ``openai`` LLM provider pointed at the scripted server."""
+    settings = pipeline_settings(
+        tmp_path, kafka_broker, falkordb_uri,
+        llm={"base_url": scripted_openai.base_url, "api_key": "test-key", "max_retries": 1,
+             "backoff_s": 0.01, "timeout_s": 5},
+        worker={"stage_retries": 1},
+    )
+    async for p in _pipeline(settings, scripted_openai):
+        yield p
