@@ -43,9 +43,9 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
 
-    async def start(self) -> None:
+    async def open_deps(self) -> Deps:
+        """Connect the stores and providers (without consuming anything)."""
         s = self.settings
-        await ensure_topics(s, self.bootstrap)
         llm = self.llm or create_llm(s.llm)
         embedder = self.embedder or create_embedder(s.embedder)
         graph = create_graph_store(s, self.graph_uri)
@@ -54,8 +54,15 @@ class Worker:
         await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder, graph=graph, vectors=vectors,
                          store=MemoryStore(graph, vectors), clock=self.clock)
+        return self.deps
+
+    async def start(self) -> None:
+        s = self.settings
+        await ensure_topics(s, self.bootstrap)
+        deps = await self.open_deps()
+        llm, embedder = deps.llm, deps.embedder
         self.app, self.bound = create_app(s, self.bootstrap)
-        self.stats = register_stages(self.bound, self.deps)
+        self.stats = register_stages(self.bound, deps)
         await self.app.start()
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)

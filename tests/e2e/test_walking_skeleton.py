@@ -6,7 +6,7 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
-from memstream.demo import DEMO_USER, sample_sessions
+from memstream.samples import DEMO_USER, sample_sessions
 from tests.support.pipeline import Pipeline
 from tests.support.topics import produce_raw, read_topic
 from topics.events import DeadLetter, ExtractedMemory, MemoryUpdate, ReorganizeEvent

@@ -1,0 +1,156 @@
+"""Ingest throughput: extraction + add through Kafka vs the same writes in-process.
+
+    python bench/ingest.py [--chunks 150] [--latency-chunks 50]
+
+Runs on the embedded default (noida-db broker, FalkorDB, Milvus Lite, rules LLM,
+local e5 embedder) in a temporary directory. Prints memories/s for both paths and
+their ratio, and the p50/p95 time from publishing one chunk to its `added` update.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memstream.stack import EmbeddedStack  # noqa: E402
+from streams.extraction.logic import extract_chunk  # noqa: E402
+from streams.memory.logic import add_memories  # noqa: E402
+from streams.runtime import RawRecord, Record  # noqa: E402
+from streams.worker import Worker  # noqa: E402
+from topics.client import MemoryClient  # noqa: E402
+from topics.events import ConversationChunk, ExtractedMemory, Message, Origin  # noqa: E402
+from topics.settings import Settings  # noqa: E402
+
+SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
+            "gardening", "sailing", "photography", "baking", "yoga", "skiing", "opera"]
+CITIES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Quebec", "Hanoi", "Tbilisi"]
+
+
+def chunk_messages(i: int, base: datetime) -> list[Message]:
+    s, c = SUBJECTS[i % len(SUBJECTS)], CITIES[i % len(CITIES)]
+    texts = [
+        f"I really love {s} and I practise it every week, session {i}.",
+        f"My friend Sam {i} moved to {c} in March to study architecture.",
+        f"We plan to visit {c} together next month for project {i}.",
+    ]
+    return [Message(id=f"b{i}-{j}", role="user", content=t, timestamp=base + timedelta(seconds=j))
+            for j, t in enumerate(texts)]
+
+
+def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str) -> Settings:
+    tag = f"{label}{uuid.uuid4().hex[:6]}"
+    return Settings(
+        data_dir=data, app_id=f"bench-{tag}",
+        kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"{tag}.", "partitions": 4},
+        graph={"uri": graph_uri, "database": f"bench_{tag}"},
+        vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
+        worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
+    )
+
+
+async def kafka_path(settings: Settings, bootstrap: str, graph_uri: str, n: int) -> float:
+    """Memories/s through the real pipeline: publish n chunks, wait until all are applied."""
+    async with Worker(settings, bootstrap, graph_uri) as worker, \
+            MemoryClient(settings, bootstrap) as client:
+        base = datetime(2026, 1, 1, tzinfo=UTC)
+        t0 = time.perf_counter()
+        tokens = [await client.add_messages(f"cube{i % 10}", chunk_messages(i, base))
+                  for i in range(n)]
+        for token in tokens:
+            await client.wait_applied(token, timeout=600)
+        elapsed = time.perf_counter() - t0
+        assert worker.deps is not None
+        stored = sum([await worker.deps.vectors.count(f"cube{c}") for c in range(10)])
+    return stored / 2 / elapsed  # each memory is a long-term node + a working-memory copy
+
+
+async def in_process_path(settings: Settings, bootstrap: str, graph_uri: str, n: int) -> float:
+    """The same extraction and writes, called directly (no Kafka)."""
+    worker = Worker(settings, bootstrap, graph_uri)
+    deps = await worker.open_deps()  # the same stores and providers a worker uses
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    t0 = time.perf_counter()
+    total = 0
+    pending: dict[str, list[Record[ExtractedMemory]]] = {}
+    for i in range(n):
+        cube = f"cube{i % 10}"
+        chunk = ConversationChunk(user_id=cube, messages=tuple(chunk_messages(i, base)))
+        origin = Origin(topic="bench", partition=0, offset=i)
+        items = await extract_chunk(chunk, origin, deps)
+        raw = RawRecord("bench", 0, i, cube.encode(), None)
+        pending.setdefault(cube, []).extend(Record(it, origin, raw) for it in items)
+        if sum(len(v) for v in pending.values()) >= settings.worker.batch_size:
+            for records in pending.values():
+                await add_memories(records, deps)
+                total += len(records)
+            pending.clear()
+    for records in pending.values():
+        await add_memories(records, deps)
+        total += len(records)
+    elapsed = time.perf_counter() - t0
+    await worker.stop()
+    return total / elapsed
+
+
+async def latency(settings: Settings, bootstrap: str, graph_uri: str, n: int) -> list[float]:
+    """Seconds from publishing one chunk to the first `added` update it causes."""
+    out: list[float] = []
+    async with Worker(settings, bootstrap, graph_uri), MemoryClient(settings, bootstrap) as client:
+        base = datetime(2026, 2, 1, tzinfo=UTC)
+        updates = client.updates()
+        first = asyncio.ensure_future(anext(updates))
+        await asyncio.sleep(0.5)  # the follower is positioned at the end
+        for i in range(n):
+            t0 = time.perf_counter()
+            await client.add_messages("latency", chunk_messages(1000 + i, base))
+            while True:
+                update = await asyncio.wait_for(first, timeout=60)
+                first = asyncio.ensure_future(anext(updates))
+                if update.action == "added":
+                    break
+            out.append(time.perf_counter() - t0)
+            # drain the rest of this chunk's updates
+            await asyncio.sleep(0.3)
+            while first.done():
+                first.result()
+                first = asyncio.ensure_future(anext(updates))
+        first.cancel()
+    return out
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, default=150)
+    parser.add_argument("--latency-chunks", type=int, default=50)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        data = Path(tmp)
+        async with EmbeddedStack(Settings(data_dir=data)) as stack:
+            b, g = stack.bootstrap, stack.graph_uri
+            print(f"embedded stack: kafka {b}, graph {g}; {args.chunks} chunks × 3 messages")
+            base_rate = await in_process_path(make_settings(data, "inproc", b, g), b, g,
+                                              args.chunks)
+            kafka_rate = await kafka_path(make_settings(data, "kafka", b, g), b, g, args.chunks)
+            lat = await latency(make_settings(data, "lat", b, g), b, g, args.latency_chunks)
+    q = statistics.quantiles(lat, n=20)
+    print(f"{'path':<28}{'memories/s':>12}")
+    print(f"{'in-process (no Kafka)':<28}{base_rate:>12.1f}")
+    print(f"{'through Kafka (pipeline)':<28}{kafka_rate:>12.1f}")
+    print(f"ratio kafka / in-process: {kafka_rate / base_rate:.2f}")
+    print(f"publish → added latency over {len(lat)} chunks: p50 {statistics.median(lat)*1000:.0f} ms,"
+          f" p95 {q[18]*1000:.0f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
