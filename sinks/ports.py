@@ -216,6 +216,9 @@ class VectorStore(Protocol):
 
     async def get(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]: ...
 
+    async def list_ids(self, cube_id: str) -> list[str]:
+        """Every id with a vector in the cube (repair and dump find orphans with it)."""
+
     async def count(self, cube_id: str | None = None) -> int: ...
 
     async def search(

@@ -1,0 +1,158 @@
+"""Milvus boolean expressions built from typed filters.
+
+The expression text is assembled only from field names and ``{pN}`` placeholders;
+every user value travels in a params dict. A Milvus server (>= 2.5) receives the
+params as expression templates (``filter_params``). Milvus Lite 3.2 rejects
+placeholders (measured: "unexpected character '{'"), so for it ``render`` inlines
+each value as a literal escaped for the grammar both parsers share.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sinks.filtering import as_datetime, vector_filter_supported
+from sinks.ports import Filter, StoreError
+from topics.models import MemoryType, Status
+
+_CMP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_PLACEHOLDER = re.compile(r"\{(p\d+)\}")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_micros(value: object) -> int:
+    """Epoch microseconds of an aware datetime or ISO-8601 string; ``""`` means unknown (0)."""
+    if value == "":
+        return 0
+    delta = as_datetime(value) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass
+class Expression:
+    """An expression skeleton plus the values of its placeholders."""
+
+    clauses: list[str] = field(default_factory=list)
+    params: dict[str, object] = field(default_factory=dict)
+    empty: bool = False  # some clause can match nothing (an empty ``in`` list)
+
+    def param(self, value: object) -> str:
+        name = f"p{len(self.params)}"
+        self.params[name] = value
+        return "{" + name + "}"
+
+    @property
+    def text(self) -> str:
+        return " and ".join(f"({c})" for c in self.clauses)
+
+
+def _string_value(flt: Filter, value: object) -> str:
+    if value is None and flt.field == "session_id":
+        return ""  # stored as "" when a record has no session
+    if not isinstance(value, str):
+        raise StoreError(f"filter {flt.field} needs a string, got {type(value).__name__}")
+    return value
+
+
+def _in_values(flt: Filter) -> list[object]:
+    assert isinstance(flt.value, list | tuple | set | frozenset)  # noqa: S101  (checked by Filter)
+    values = list(flt.value)
+    return sorted(values, key=repr) if isinstance(flt.value, set | frozenset) else values
+
+
+def add_filter(expr: Expression, flt: Filter) -> None:
+    """Translate one ``Filter``; raises StoreError for what a vector store cannot evaluate."""
+    if not vector_filter_supported(flt):
+        raise StoreError(
+            f"filter {flt.field} {flt.op} is not supported by the vector store "
+            "(only VectorRecord fields; 'contains' only on tags); filter through MemoryStore"
+        )
+    if flt.field == "tags":
+        if flt.op == "contains":
+            expr.clauses.append(
+                f"array_contains({flt.field}, {expr.param(_string_value(flt, flt.value))})"
+            )
+            return
+        values = [_string_value(flt, v) for v in _in_values(flt)]
+        expr.empty |= not values
+        expr.clauses.append(f"array_contains_any({flt.field}, {expr.param(values)})")
+        return
+    if flt.field == "updated_at":
+        column = "updated_ts"
+        if flt.op == "in":
+            micros = [to_micros(v) for v in _in_values(flt)]
+            expr.empty |= not micros
+            expr.clauses.append(f"{column} in {expr.param(micros)}")
+        else:
+            expr.clauses.append(f"{column} {_CMP[flt.op]} {expr.param(to_micros(flt.value))}")
+        return
+    if flt.op == "in":
+        strings = [_string_value(flt, v) for v in _in_values(flt)]
+        expr.empty |= not strings
+        expr.clauses.append(f"{flt.field} in {expr.param(strings)}")
+        return
+    expr.clauses.append(f"{flt.field} {_CMP[flt.op]} {expr.param(_string_value(flt, flt.value))}")
+
+
+def search_expression(
+    cube_id: str,
+    memory_types: Sequence[MemoryType] | None,
+    status: Status | None,
+    filters: Sequence[Filter],
+) -> Expression:
+    expr = Expression()
+    expr.clauses.append(f"cube_id == {expr.param(cube_id)}")
+    if memory_types is not None:
+        types = list(dict.fromkeys(memory_types))
+        expr.empty |= not types
+        expr.clauses.append(f"memory_type in {expr.param(types)}")
+    if status is not None:
+        expr.clauses.append(f"status == {expr.param(status)}")
+    for flt in filters:
+        add_filter(expr, flt)
+    return expr
+
+
+def cube_expression(cube_id: str) -> Expression:
+    expr = Expression()
+    expr.clauses.append(f"cube_id == {expr.param(cube_id)}")
+    return expr
+
+
+def escape_string(value: str) -> str:
+    """A double-quoted literal both the Milvus server and Milvus Lite parsers read back verbatim."""
+    if "\x00" in value:
+        raise StoreError("filter values must not contain NUL characters")
+    escaped = (
+        value.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+    return f'"{escaped}"'
+
+
+def literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise StoreError(f"filter value {value!r} is not a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        return escape_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    raise StoreError(f"unsupported filter value type {type(value).__name__}")
+
+
+def render(text: str, params: dict[str, object]) -> str:
+    """Inline every placeholder as an escaped literal (the skeleton holds no user text)."""
+    return _PLACEHOLDER.sub(lambda m: literal(params[m.group(1)]), text)

@@ -1,0 +1,24 @@
+"""Picks the VectorStore implementation once, from settings."""
+
+from __future__ import annotations
+
+from sinks.milvus import MilvusVectorStore
+from sinks.ports import VectorStore
+from topics.settings import Settings
+
+
+def create_vector_store(settings: Settings, dim: int) -> VectorStore:
+    """Milvus for both cases: a Lite file under ``data_dir`` or the configured server URI.
+
+    ``load_collection`` happens lazily; call ``ensure_collection`` at startup to fail fast
+    on a dimension mismatch.
+    """
+    vector = settings.vector
+    token = vector.token.get_secret_value() if vector.token is not None else None
+    return MilvusVectorStore(
+        uri=settings.milvus_uri,
+        collection=vector.collection,
+        dim=dim,
+        token=token,
+        index_type=vector.index_type,
+    )

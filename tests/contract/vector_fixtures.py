@@ -1,0 +1,61 @@
+"""VectorStore fixtures: one contract suite, every adapter.
+
+To add an adapter, add its name to ``VECTOR_BACKENDS`` and a ``case`` in
+``make_vector_store`` (e.g. ``milvus-server``: a Milvus started by a session fixture
+on a free loopback port; it cannot be installed on the CI machine today).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from sinks.milvus import MilvusVectorStore
+from sinks.ports import VectorStore
+
+VECTOR_BACKENDS = ["milvus-lite"]
+CONTRACT_DIM = 16
+
+
+@pytest.fixture(scope="session")
+def milvus_lite_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Milvus Lite file for the session; an open anchor keeps its in-process server up."""
+    uri = str(tmp_path_factory.mktemp("milvus-lite") / "contract.db")
+    anchor = MilvusVectorStore(uri, "anchor", dim=4)
+    asyncio.run(anchor.ensure_collection())
+    yield uri
+    asyncio.run(anchor.close())
+
+
+def make_vector_store(backend: str, milvus_lite_uri: str, collection: str, dim: int) -> VectorStore:
+    match backend:
+        case "milvus-lite":
+            return MilvusVectorStore(milvus_lite_uri, collection, dim=dim)
+        case _:
+            raise AssertionError(f"unknown vector backend {backend}")
+
+
+@pytest.fixture(params=VECTOR_BACKENDS)
+def vector_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def vector_collection() -> str:
+    return f"contract_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def vector_store(
+    vector_backend: str, milvus_lite_uri: str, vector_collection: str
+) -> AsyncIterator[VectorStore]:
+    """A fresh, empty collection per test (cheap: the server is shared)."""
+    store = make_vector_store(vector_backend, milvus_lite_uri, vector_collection, CONTRACT_DIM)
+    await store.ensure_collection()
+    yield store
+    if isinstance(store, MilvusVectorStore):
+        await store.drop()
+    await store.close()
