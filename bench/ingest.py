@@ -148,8 +148,8 @@ async def main() -> None:
     print(f"{'in-process (no Kafka)':<28}{base_rate:>12.1f}")
     print(f"{'through Kafka (pipeline)':<28}{kafka_rate:>12.1f}")
     print(f"ratio kafka / in-process: {kafka_rate / base_rate:.2f}")
-    print(f"publish → added latency over {len(lat)} chunks: p50 {statistics.median(lat)*1000:.0f} ms,"
-          f" p95 {q[18]*1000:.0f} ms")
+    p50, p95 = statistics.median(lat) * 1000, q[18] * 1000
+    print(f"publish → added latency over {len(lat)} chunks: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
     return app, bound
 
 
-def raw_of(event: EventT) -> RawRecord:
+def raw_of(event: EventT[Any]) -> RawRecord:
     msg = event.message
     value = event.value if isinstance(event.value, bytes | bytearray) or event.value is None \
         else msg.value
@@ -116,7 +116,8 @@ def register_batch_agent(
     )
 
     async def agent(stream: faust.StreamT[Any]) -> AsyncIterator[int]:
-        async for events in stream.take_events(batch_size, within=within_s):
+        batches = stream.take_events(batch_size, within=within_s)  # type: ignore[attr-defined]
+        async for events in batches:
             raws = [raw_of(e) for e in events]
             try:
                 outgoing = await handler(raws)

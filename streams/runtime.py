@@ -179,6 +179,13 @@ def group_by_cube(records: Sequence[Record[Any]]) -> dict[str, list[Record[Any]]
 CubeLogic = Callable[[Sequence[Record[Any]]], Awaitable[list[Outgoing]]]
 
 
+def _bind(logic: CubeLogic, record: Record[Any]) -> Callable[[], Awaitable[list[Outgoing]]]:
+    async def run() -> list[Outgoing]:
+        return await logic([record])
+
+    return run
+
+
 def make_batch_handler(
     stage: str,
     spec: TopicSpec,
@@ -206,7 +213,7 @@ def make_batch_handler(
             out, singles = [], []
             for record in records:
                 one, err, _ = await with_retries(
-                    stage, lambda r=record: logic([r]), retries, backoff, stats
+                    stage, _bind(logic, record), retries, backoff, stats
                 )
                 out.extend(one)
                 if err is not None:

@@ -191,7 +191,7 @@ class MemoryClient:
             name = spec.name(self.settings)
             parts = consumer.partitions_for_topic(name) or set()
             if not parts:
-                await consumer.force_metadata_update()  # type: ignore[no-untyped-call]
+                await consumer.force_metadata_update()
                 parts = consumer.partitions_for_topic(name) or set()
             tps = [TopicPartition(name, p) for p in sorted(parts)]
             consumer.assign(tps)

@@ -38,7 +38,7 @@ from topics.models import (
     utcnow,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 def new_event_id() -> str:

@@ -103,8 +103,12 @@ async def _extract_doc(
         answer = await deps.llm.run(EXTRACTION, ctx)
         ref = SourceRef(kind="chunk", doc_id=doc.doc_id, chunk_index=piece.index,
                         char_start=piece.start, char_end=piece.end)
+
+        def chunk_ref(_ids: Sequence[str], r: SourceRef = ref) -> tuple[SourceRef, ...]:
+            return (r,)
+
         items.extend(_to_items(chunk, origin, answer, f"doc:{doc.doc_id}:{piece.index}", "file",
-                               lambda _ids, r=ref: (r,)))
+                               chunk_ref))
     # Re-number across pieces so index/count describe the whole document.
     return [i.model_copy(update={"index": n, "count": len(items)}) for n, i in enumerate(items)]
 

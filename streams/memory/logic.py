@@ -14,7 +14,7 @@ from datetime import timedelta
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id, working_copy_id
-from topics.models import MemoryItem, MemoryMetadata, MemoryType
+from topics.models import MemoryItem, MemoryMetadata, MemoryType, StoredMemoryType
 from topics.registry import BY_SUFFIX, MEMORY_UPDATES
 
 log = logging.getLogger("memstream.memory")
@@ -133,9 +133,9 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     for memory_type in sorted(touched):
         out.extend(await enforce_capacity(deps, cube_id, nodes[0].metadata.user_id, memory_type))
 
-    by_type: dict[str, list[str]] = {}
-    for node in nodes:
-        by_type.setdefault(node.metadata.memory_type, []).append(node.id)
+    by_type: dict[StoredMemoryType, list[str]] = {}
+    for node, record in zip(nodes, fresh, strict=True):
+        by_type.setdefault(record.value.memory_type, []).append(node.id)
     for memory_type, ids in sorted(by_type.items()):
         event = ReorganizeEvent(
             event_id=derived_event_id("reorganize-add", *ids),
@@ -144,7 +144,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             occurred_at=now,
             op="add",
             node_ids=tuple(ids),
-            memory_type=memory_type,  # type: ignore[arg-type]
+            memory_type=memory_type,
             session_id=nodes[0].metadata.session_id,
         )
         out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
