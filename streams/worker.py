@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 import faust
+from sinks.memory_store import MemoryStore
 
 from sinks.graph_factory import create_graph_store
-from sinks.memory_store import MemoryStore
 from sinks.vector_factory import create_vector_store
 from streams.app import BoundTopics, create_app, register_stages
 from streams.embed.factory import create_embedder
