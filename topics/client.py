@@ -191,7 +191,7 @@ class MemoryClient:
             name = spec.name(self.settings)
             parts = consumer.partitions_for_topic(name) or set()
             if not parts:
-                await consumer.force_metadata_update()
+                await consumer.topics()  # refreshes metadata
                 parts = consumer.partitions_for_topic(name) or set()
             tps = [TopicPartition(name, p) for p in sorted(parts)]
             consumer.assign(tps)

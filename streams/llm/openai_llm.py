@@ -69,6 +69,7 @@ class OpenAILLM:
         conversation = list(base)
         attempts = self._settings.max_retries + 1
         reason = "no attempt made"
+        last_answer: str | None = None
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 await asyncio.sleep(self._settings.backoff_s * 2 ** (attempt - 2))
@@ -80,6 +81,7 @@ class OpenAILLM:
                 raise LLMError(task.name, str(exc), attempt) from exc
             except _Attempt as exc:
                 reason = exc.reason
+                last_answer = exc.bad_answer or last_answer
                 self._count_failure(task.name)
                 log.warning(
                     "LLM task %s attempt %d/%d failed: %s", task.name, attempt, attempts, reason
@@ -90,7 +92,7 @@ class OpenAILLM:
                         {"role": "assistant", "content": (exc.bad_answer or "")[:_ECHO_CHARS]}
                     )
                     conversation.append({"role": "user", "content": exc.feedback})
-        raise LLMError(task.name, reason, attempts)
+        raise LLMError(task.name, reason, attempts, last_answer)
 
     async def close(self) -> None:
         await self._client.close()

@@ -37,10 +37,14 @@ class Task(Generic[Ctx, Resp]):
 class LLMError(RuntimeError):
     """The model could not produce a valid answer after retries (timeout, HTTP error, bad JSON)."""
 
-    def __init__(self, task: str, message: str, attempts: int = 1) -> None:
+    def __init__(
+        self, task: str, message: str, attempts: int = 1, last_answer: str | None = None
+    ) -> None:
         super().__init__(f"LLM task {task!r} failed after {attempts} attempt(s): {message}")
         self.task = task
         self.attempts = attempts
+        # The model's last unparsable answer, for callers with a free-text fallback.
+        self.last_answer = last_answer
 
 
 @dataclass

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
 from memstream.samples import DEMO_USER, sample_sessions
+from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline
 from tests.support.topics import produce_raw, read_topic
 from topics.events import DeadLetter, ExtractedMemory, MemoryUpdate, ReorganizeEvent
@@ -146,7 +146,8 @@ async def test_a_stage_failure_after_retries_is_dead_lettered(
 ) -> None:
     """The scripted model answers garbage every time: the chunk lands in dead-letter whole."""
     pipeline = pipeline_with_llm
-    pipeline.llm_server.script_default("I am not JSON at all, sorry.")  # type: ignore[union-attr]
+    server = pipeline.llm_server
+    server.handler = lambda request: Reply.text("I am not JSON at all, sorry.")
     token = await pipeline.client.add_messages(
         "erin", [{"role": "user", "content": "I moved to Porto last year."}])
     await pipeline.client.wait_applied(token, timeout=90)
@@ -156,4 +157,5 @@ async def test_a_stage_failure_after_retries_is_dead_lettered(
     assert letters[0].stage == "extraction" and letters[0].error_type == "LLMError"
     assert "Porto" in letters[0].payload
     assert await pipeline.deps.graph.all_of_type("erin", "LongTermMemory") == []
-    await asyncio.sleep(0)
+    # the stage retried (2 attempts) and the provider retried each (2 calls): 4 requests
+    assert len(server.chat_requests) == 4

@@ -17,7 +17,7 @@ async def read_topic(settings: Settings, bootstrap: str, spec: TopicSpec,
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        await consumer.force_metadata_update()  # type: ignore[no-untyped-call]
+        await consumer.topics()  # refreshes metadata
         tps = [TopicPartition(name, p) for p in sorted(consumer.partitions_for_topic(name) or [])]
         assert tps, f"topic {name} does not exist"
         ends = await consumer.end_offsets(tps)

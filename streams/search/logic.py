@@ -1,0 +1,221 @@
+"""The Searcher (SPEC §3.4): goal parsing, parallel recall, rerank, reasoning, trim.
+
+Pure async logic over the ports: a ``SearchRequest`` and ``Deps`` in, scored
+memories out. Usage is recorded by the caller after the reply is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sinks.filtering import matches_all
+from sinks.ports import Filter, StoreError
+from streams.llm.port import LLMError
+from streams.prompts.search import (
+    GOAL_PARSER,
+    REASONER,
+    GoalContext,
+    HistoryTurn,
+    ReasonerCandidate,
+    ReasonerContext,
+    ids_from_free_text,
+)
+from streams.runtime import Deps
+from streams.search.filters import parse_search_filter
+from topics.events import ScoredMemory, SearchRequest
+from topics.models import MemoryItem, MemoryType
+
+log = logging.getLogger("memstream.search")
+
+STORED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
+
+
+@dataclass
+class Goal:
+    """What to look for: keys for graph recall, texts to embed for vector recall."""
+
+    keys: list[str]
+    tags: list[str]
+    rephrasings: list[str]
+    mode_used: str = "fast"
+
+
+@dataclass
+class Candidates:
+    items: dict[str, MemoryItem] = field(default_factory=dict)
+
+    def add(self, nodes: Sequence[MemoryItem]) -> None:
+        for node in nodes:
+            self.items.setdefault(node.id, node)
+
+
+def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
+    match memory_type:
+        case "All":
+            return ("WorkingMemory", *STORED_TYPES)
+        case "WorkingMemory" | "LongTermMemory" | "UserMemory":
+            return (memory_type,)
+        case _:
+            raise ValueError(f"unknown memory_type {memory_type!r}")
+
+
+async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> Goal:
+    """fast: the query itself. fine: ground on vector hits, then ask the goal parser."""
+    fast = Goal(keys=[req.query], tags=[], rephrasings=[req.query])
+    if req.mode == "fast":
+        return fast
+    context = await deps.store.search(req.cube_id, query_vec.tolist(), 5,
+                                      memory_types=list(STORED_TYPES))
+    ctx = GoalContext(
+        query=req.query,
+        chat_history=[HistoryTurn.model_validate(t) for t in req.chat_history
+                      if t.get("role") and t.get("content")],
+        context_memories=[item.memory for item, _ in context],
+        now=deps.clock(),
+    )
+    try:
+        parsed = await deps.llm.run(GOAL_PARSER, ctx)
+    except LLMError as exc:
+        log.warning("fine goal parsing failed, falling back to fast: %s", exc)
+        return fast
+    rephrasings = list(dict.fromkeys([req.query, *parsed.memories]))
+    return Goal(keys=parsed.keys, tags=parsed.tags, rephrasings=rephrasings, mode_used="fine")
+
+
+async def recall(
+    req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
+    vectors: np.ndarray, top_k: int,
+) -> Candidates:
+    """Working memory, graph recall and vector recall, in parallel."""
+    types = requested_types(req.memory_type)
+    stored = [t for t in types if t != "WorkingMemory"]
+    found = Candidates()
+
+    async def working() -> list[MemoryItem]:
+        if "WorkingMemory" not in types:
+            return []
+        items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
+        return [i for i in items if matches_all(i, filters)]
+
+    async def by_key() -> list[MemoryItem]:
+        if not stored or not goal.keys:
+            return []
+        return await deps.graph.find_nodes(req.cube_id, [
+            Filter("key", "in", list(goal.keys)),
+            Filter("status", "=", "activated"),
+            Filter("memory_type", "in", list(stored)),
+            *filters,
+        ], limit=top_k)
+
+    async def by_tags() -> list[MemoryItem]:
+        if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
+            return []
+        hits = await deps.graph.neighbors_by_tags(
+            req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
+            limit=top_k)
+        return [h.node for h in hits
+                if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
+
+    async def by_vector(vec: np.ndarray) -> list[MemoryItem]:
+        if not stored:
+            return []
+        hits = await deps.store.search(req.cube_id, vec.tolist(), top_k,
+                                       memory_types=stored, filters=filters)
+        return [item for item, _ in hits]
+
+    results = await asyncio.gather(working(), by_key(), by_tags(),
+                                   *(by_vector(v) for v in vectors))
+    for nodes in results:
+        found.add(nodes)
+    return found
+
+
+def hierarchy_weight(deps: Deps, item: MemoryItem) -> float:
+    cfg = deps.settings.search
+    match item.metadata.hierarchy_level:
+        case "topic":
+            return cfg.topic_weight
+        case "concept":
+            return cfg.concept_weight
+        case "fact":
+            return cfg.fact_weight
+
+
+async def rerank(
+    deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
+) -> list[ScoredMemory]:
+    """Cosine similarity of query and candidate embeddings, weighted by hierarchy level."""
+    ids = list(candidates.items)
+    if not ids:
+        return []
+    records = {r.id: r for r in await deps.vectors.get(cube_id, ids)}
+    scored = []
+    for node_id in ids:
+        record = records.get(node_id)
+        if record is None:
+            continue  # a node whose vector is not written yet is not searchable yet
+        item = candidates.items[node_id]
+        cosine = float(np.dot(np.asarray(record.vector, dtype=np.float32), query_vec))
+        scored.append(ScoredMemory(item=item, score=cosine * hierarchy_weight(deps, item)))
+    scored.sort(key=lambda s: s.score, reverse=True)
+    return scored
+
+
+async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
+    """fine mode: keep what the reasoner finds useful (ids from free text if JSON fails)."""
+    if not ranked:
+        return ranked
+    shortlist = ranked[: max(req.top_k * 2, 10)]
+    ctx = ReasonerContext(query=req.query, candidates=[
+        ReasonerCandidate(id=s.item.id, text=s.item.memory) for s in shortlist])
+    known = [s.item.id for s in shortlist]
+    try:
+        selected = (await deps.llm.run(REASONER, ctx)).selected_ids
+    except LLMError as exc:
+        selected = ids_from_free_text(exc.last_answer or "", known)
+        log.warning("reasoner answer unusable (%s); %d ids found in its text", exc, len(selected))
+        if not selected:
+            return ranked
+    keep = {i for i in selected if i in known}
+    return [s for s in ranked if s.item.id in keep] or ranked
+
+
+def dedupe(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
+    """One entry per memory: a working-memory copy and its long-term node count once."""
+    seen_ids: set[str] = set()
+    seen_text: set[str] = set()
+    out = []
+    for s in ranked:
+        origin = s.item.metadata.origin_id or s.item.id
+        text = " ".join(s.item.memory.split()).casefold()
+        if origin in seen_ids or text in seen_text:
+            continue
+        seen_ids.update({origin, s.item.id})
+        seen_text.add(text)
+        out.append(s)
+    return out
+
+
+async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
+    """The memories answering ``req``, best first, and the mode actually used."""
+    filters = parse_search_filter(req.search_filter)
+    query_vec = (await deps.embedder.embed_queries([req.query]))[0]
+    goal = await parse_goal(req, deps, query_vec)
+    extra = goal.rephrasings[1:]
+    vectors = [query_vec]
+    if extra:
+        vectors.extend(await deps.embedder.embed_queries(extra))
+    pool = max(req.top_k * 3, 20)
+    try:
+        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from exc
+    ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+    if goal.mode_used == "fine":
+        ranked = await reason(req, deps, ranked)
+    return dedupe(ranked)[: req.top_k], goal.mode_used
