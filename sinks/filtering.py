@@ -1,5 +1,9 @@
 """Metadata filters evaluated in Python on graph nodes, and the part a VectorStore evaluates.
 
+Semantics match ``sinks.cypher.compile_filters``: on lists ``contains`` is membership,
+``in`` any overlap, ``=``/``!=`` compare whole lists; ``contains`` on text is a
+substring test; ``!=`` matches a missing value; a range never matches a missing value.
+
 ``MemoryStore.search`` pushes the filters every VectorStore supports (fields a
 ``VectorRecord`` carries; ``contains`` only on tags) down to the vector search,
 then checks every filter again here against the joined graph node, which is the
@@ -56,7 +60,9 @@ def field_value(item: MemoryItem, field: str) -> Any:
 
 
 def _compare(op: str, left: Any, right: Any) -> bool:
-    if left is None or right is None:
+    if right is None or isinstance(right, bool):
+        raise StoreError(f"a range filter needs a value to compare with, got {right!r}")
+    if left is None:
         return False
     try:
         match op:
@@ -89,10 +95,9 @@ def matches(item: MemoryItem, flt: Filter) -> bool:
         if flt.op == "in":
             assert isinstance(value, list | tuple | set | frozenset)  # noqa: S101
             return any(v in actual for v in value)
-        if flt.op in ("=", "!="):
-            same = isinstance(value, list | tuple) and tuple(value) == tuple(actual)
-            return same == (flt.op == "=")
-        raise StoreError(f"filter {flt.field} {flt.op}: lists support =, !=, in, contains")
+        if flt.op in ("=", "!=") and isinstance(value, list | tuple):
+            return (tuple(value) == tuple(actual)) == (flt.op == "=")
+        raise StoreError(f"filter {flt.field} {flt.op}: lists support =, != (a list), in, contains")
     match flt.op:
         case "=":
             return bool(actual == value)

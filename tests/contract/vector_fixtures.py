@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from sinks.falkordb import FalkorDBGraphStore
+from sinks.memory_store import MemoryStore
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import VectorStore
 
@@ -59,3 +61,19 @@ async def vector_store(
     if isinstance(store, MilvusVectorStore):
         await store.drop()
     await store.close()
+
+
+@pytest.fixture
+async def memory_store(
+    falkordb_uri: str, milvus_lite_uri: str, vector_collection: str
+) -> AsyncIterator[MemoryStore]:
+    """The consistency unit over the embedded stores: a fresh FalkorDB graph + Milvus collection."""
+    graph = FalkorDBGraphStore(falkordb_uri, f"contract_{uuid.uuid4().hex[:12]}")
+    await graph.ensure_schema()
+    vectors = MilvusVectorStore(milvus_lite_uri, vector_collection, dim=CONTRACT_DIM)
+    await vectors.ensure_collection()
+    yield MemoryStore(graph, vectors, backoff_s=0.001)
+    await graph.drop_graph()
+    await graph.close()
+    await vectors.drop()
+    await vectors.close()

@@ -1,0 +1,275 @@
+"""The consistency unit of memstream: a graph node and its vector, written and read as one.
+
+Strategy (README "Graph and vectors stay consistent"):
+
+- A node and its vector are one idempotent unit keyed by (cube id, node id). Both
+  writes are upserts, so a replayed or redelivered event rewrites the same unit.
+- Writes validate everything first (vector dimension, cube of every node), then
+  go graph -> vector. Each step is retried with exponential backoff (bounded
+  attempts); if a step still fails, ``write`` raises ``StoreError`` and the stage
+  retries or dead-letters the event, whose redelivery completes the unit.
+- Between the two steps a node exists without a vector: graph reads (keys, tags,
+  subgraphs) see it, vector search does not yet. The reverse never lasts: deletes
+  go vector -> graph, so a vector is gone before its node.
+- Readers never get a vector hit whose node is missing. ``search`` joins vector
+  hits with graph nodes and drops hits whose node is missing or whose node (the
+  source of truth) no longer matches the status, types or filters; it fetches
+  more candidates while hits are dropped, up to a bounded depth.
+- Status changes go graph -> vector; the join hides the window in between.
+- ``repair`` finds what a crash between the two steps can leave behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
+
+from sinks.filtering import matches_all, vector_filter_supported
+from sinks.ports import Filter, GraphStore, StoreError, VectorRecord, VectorStore
+from topics.models import MemoryItem, MemoryType, Status
+
+log = logging.getLogger("memstream.sinks")
+T = TypeVar("T")
+EmbedNodes = Callable[[Sequence[MemoryItem]], Awaitable[Sequence[Sequence[float]]]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def vector_record(item: MemoryItem, vector: Sequence[float]) -> VectorRecord:
+    """The vector-side copy of the metadata that vector filters need."""
+    meta = item.metadata
+    return VectorRecord(
+        id=item.id,
+        cube_id=meta.cube_id,
+        user_id=meta.user_id,
+        memory_type=meta.memory_type,
+        status=meta.status,
+        vector=vector,
+        key=meta.key,
+        tags=meta.tags,
+        session_id=meta.session_id,
+        hierarchy_level=meta.hierarchy_level,
+        type=meta.type,
+        updated_at=meta.updated_at.isoformat(timespec="microseconds"),
+    )
+
+
+def _same_metadata(stored: VectorRecord, expected: VectorRecord) -> bool:
+    fields = ("user_id", "memory_type", "status", "key", "tags", "session_id")
+    more = ("hierarchy_level", "type", "updated_at")
+    return all(getattr(stored, f) == getattr(expected, f) for f in fields + more)
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` found in one cube, and whether it fixed it."""
+
+    cube_id: str
+    nodes_without_vectors: tuple[str, ...]
+    vectors_without_nodes: tuple[str, ...]
+    stale_vectors: tuple[str, ...]  # vector metadata differs from the node's
+    fixed: bool
+
+    @property
+    def consistent(self) -> bool:
+        return not (self.nodes_without_vectors or self.vectors_without_nodes or self.stale_vectors)
+
+
+class MemoryStore:
+    """Graph + vectors behind one interface that keeps them consistent (see module doc)."""
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        vectors: VectorStore,
+        *,
+        attempts: int = 4,
+        backoff_s: float = 0.05,
+        max_backoff_s: float = 2.0,
+        max_fetch: int = 1000,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if attempts < 1:
+            raise StoreError("attempts must be at least 1")
+        self.graph = graph
+        self.vectors = vectors
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._max_fetch = max_fetch
+        self._sleep = sleep
+
+    async def _retry(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        delay = self._backoff_s
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await op()
+            except Exception as exc:
+                if attempt == self._attempts:
+                    raise StoreError(f"{what} failed after {attempt} attempts: {exc}") from exc
+                log.warning("%s failed (attempt %d/%d): %s", what, attempt, self._attempts, exc)
+                await self._sleep(delay)
+                delay = min(delay * 2, self._max_backoff_s)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def write(self, items_with_vectors: Sequence[tuple[MemoryItem, Sequence[float]]]) -> None:
+        """Upsert nodes with their vectors: graph first, then vectors (idempotent, retried)."""
+        by_cube: dict[str, dict[str, tuple[MemoryItem, Sequence[float]]]] = {}
+        for item, vector in items_with_vectors:
+            if len(vector) != self.vectors.dim:
+                raise StoreError(
+                    f"vector of {item.id!r} has {len(vector)} dimensions, "
+                    f"the vector store {self.vectors.dim}"
+                )
+            by_cube.setdefault(item.metadata.cube_id, {})[item.id] = (item, vector)
+        for cube_id, units in by_cube.items():
+            nodes = [item for item, _ in units.values()]
+            records = [vector_record(item, vector) for item, vector in units.values()]
+            await self._retry(
+                f"graph upsert of {len(nodes)} nodes in {cube_id}",
+                partial(self.graph.upsert_nodes, cube_id, nodes),
+            )
+            await self._retry(
+                f"vector upsert of {len(records)} records in {cube_id}",
+                partial(self.vectors.upsert, records),
+            )
+
+    async def delete(self, cube_id: str, ids: Sequence[str]) -> int:
+        """Delete units (vectors first, then nodes with their edges); returns nodes deleted."""
+        if not ids:
+            return 0
+        await self._retry(f"vector delete in {cube_id}", lambda: self.vectors.delete(cube_id, ids))
+        return await self._retry(
+            f"graph delete in {cube_id}", lambda: self.graph.delete_nodes(cube_id, ids)
+        )
+
+    async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> list[str]:
+        """Change the status of existing nodes in both stores; returns the ids changed.
+
+        Only the status changes (``updated_at`` stays: capacity FIFO orders by it).
+        """
+        nodes = await self.graph.get_nodes(cube_id, ids)
+        changed = [n.evolve(status=status) for n in nodes if n.metadata.status != status]
+        if changed:
+            await self._retry(
+                f"graph status update in {cube_id}",
+                lambda: self.graph.upsert_nodes(cube_id, changed),
+            )
+        changed_ids = [n.id for n in changed]
+        # Vectors of every requested node, so a half-applied earlier call is completed too.
+        present = [n.id for n in nodes]
+        await self._retry(
+            f"vector status update in {cube_id}",
+            lambda: self.vectors.set_status(cube_id, present, status),
+        )
+        return changed_ids
+
+    async def clear_cube(self, cube_id: str) -> tuple[int, int]:
+        """Erase a cube from both stores; returns (nodes, vectors) deleted."""
+        vectors = await self._retry(
+            f"vector clear of {cube_id}", lambda: self.vectors.clear_cube(cube_id)
+        )
+        nodes = await self._retry(
+            f"graph clear of {cube_id}", lambda: self.graph.clear_cube(cube_id)
+        )
+        return nodes, vectors
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get(
+        self, cube_id: str, ids: Sequence[str]
+    ) -> list[tuple[MemoryItem, list[float] | None]]:
+        """Nodes among ``ids`` (in order) with their vectors (None while a vector is missing)."""
+        nodes = await self.graph.get_nodes(cube_id, ids)
+        records = await self.vectors.get(cube_id, [n.id for n in nodes])
+        vectors = {r.id: list(r.vector) for r in records}
+        return [(n, vectors.get(n.id)) for n in nodes]
+
+    async def search(
+        self,
+        cube_id: str,
+        vector: Sequence[float],
+        top_k: int,
+        memory_types: Sequence[MemoryType] | None = None,
+        filters: Sequence[Filter] = (),
+        status: Status | None = "activated",
+    ) -> list[tuple[MemoryItem, float]]:
+        """Top-k nodes by cosine similarity, joined with the graph (see module doc)."""
+        if top_k <= 0:
+            return []
+        pushed = [f for f in filters if vector_filter_supported(f)]
+        fetch = top_k if len(pushed) == len(filters) else top_k * 4
+        allowed = None if memory_types is None else set(memory_types)
+        while True:
+            fetch = min(fetch, max(self._max_fetch, top_k))
+            hits = await self.vectors.search(cube_id, vector, fetch, memory_types, status, pushed)
+            nodes = {n.id: n for n in await self.graph.get_nodes(cube_id, [h.id for h in hits])}
+            found: list[tuple[MemoryItem, float]] = []
+            for hit in hits:
+                node = nodes.get(hit.id)
+                if node is None:
+                    continue  # a half-written or half-deleted unit: never returned
+                meta = node.metadata
+                if status is not None and meta.status != status:
+                    continue
+                if allowed is not None and meta.memory_type not in allowed:
+                    continue
+                if matches_all(node, filters):
+                    found.append((node, hit.score))
+                if len(found) == top_k:
+                    return found
+            if len(hits) < fetch or fetch >= self._max_fetch:
+                return found
+            fetch *= 4
+
+    # -- repair ------------------------------------------------------------------------
+
+    async def repair(
+        self, cube_id: str, fix: bool = False, embed: EmbedNodes | None = None
+    ) -> RepairReport:
+        """Compare graph and vectors of a cube; with ``fix``, make them agree.
+
+        Fixing deletes vectors without nodes, rewrites stale vector metadata from the
+        node (keeping the vector), and re-embeds nodes without vectors when ``embed``
+        is given (otherwise those are only reported).
+        """
+        graph = await self.graph.export_cube(cube_id)
+        nodes = {n.id: n for n in graph.nodes}
+        vector_ids = set(await self.vectors.list_ids(cube_id))
+        records = {
+            r.id: r for r in await self.vectors.get(cube_id, sorted(vector_ids & nodes.keys()))
+        }
+        missing = sorted(nodes.keys() - records.keys())
+        orphans = sorted(vector_ids - nodes.keys())
+        stale = sorted(
+            i
+            for i, r in records.items()
+            if not _same_metadata(r, vector_record(nodes[i], r.vector))
+        )
+        if fix:
+            if orphans:
+                await self._retry(
+                    f"orphan vector delete in {cube_id}",
+                    lambda: self.vectors.delete(cube_id, orphans),
+                )
+            if stale:
+                fresh = [vector_record(nodes[i], records[i].vector) for i in stale]
+                await self._retry(
+                    f"stale vector rewrite in {cube_id}", lambda: self.vectors.upsert(fresh)
+                )
+            if missing and embed is not None:
+                items = [nodes[i] for i in missing]
+                vectors = await embed(items)
+                await self.write(list(zip(items, vectors, strict=True)))
+        return RepairReport(
+            cube_id=cube_id,
+            nodes_without_vectors=tuple(missing),
+            vectors_without_nodes=tuple(orphans),
+            stale_vectors=tuple(stale),
+            fixed=fix and (not missing or embed is not None),
+        )
