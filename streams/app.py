@@ -16,6 +16,8 @@ import faust
 from faust.types import EventT
 
 from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
+from topics.events import WriteToken
+from topics.progress import Progress
 from topics.registry import ALL_TOPICS, TopicSpec
 from topics.settings import Settings
 
@@ -31,16 +33,26 @@ class BoundTopics:
     app: faust.App
     settings: Settings
     topics: dict[str, faust.TopicT] = field(default_factory=dict)
+    extra: dict[str, faust.TopicT] = field(default_factory=dict)
 
     def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
         return self.topics[spec.suffix]
+
+    def named(self, name: str) -> faust.TopicT:
+        """A topic by full name (reply topics chosen by clients), cached."""
+        if name not in self.extra:
+            self.extra[name] = self.app.topic(name, key_type=bytes, value_type=bytes,
+                                              key_serializer="raw", value_serializer="raw")
+        return self.extra[name]
 
     async def send(self, outgoing: Sequence[Outgoing]) -> None:
         """Publish and wait for the broker's ack: offsets are committed only once outputs exist."""
         futures = []
         for out in outgoing:
             key = out.key if out.key is not None else out.event.kafka_key
-            fut = await self[out.spec].send(key=key, value=out.spec.encode(out.event))
+            topic = self[out.spec] if out.topic is None else self.named(out.topic)
+            fut = await topic.send(key=key, value=out.spec.encode(out.event),
+                                   partition=out.partition)
             futures.append(fut)
         if futures:
             await asyncio.gather(*futures)
@@ -150,12 +162,18 @@ def register_stage(
     return stats
 
 
-def register_stages(bound: BoundTopics, deps: Deps) -> dict[str, StageStats]:
+def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[str, StageStats]:
     """Register every stage of the pipeline on the app; returns per-stage counters."""
     from streams.extraction.agent import register as register_extraction
     from streams.memory.agent import register as register_memory
+    from streams.search.agent import register as register_search
 
     stats: dict[str, StageStats] = {}
     stats["extraction"] = register_extraction(bound, deps)
     stats["memory.add"] = register_memory(bound, deps)
+
+    async def wait(token: WriteToken, timeout: float) -> None:
+        await progress.wait_applied(token, timeout=timeout)
+
+    stats["search"] = register_search(bound, deps, wait)
     return stats

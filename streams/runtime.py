@@ -24,7 +24,6 @@ from topics.settings import Settings, WorkerSettings
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
-
     from sinks.ports import GraphStore, VectorStore
     from streams.embed.port import Embedder
     from streams.llm.port import LLM
@@ -55,6 +54,8 @@ class Outgoing:
     spec: TopicSpec
     event: Event
     key: bytes | None = None  # None: the event's cube id
+    topic: str | None = None  # None: the spec's topic (a reply may name its own)
+    partition: int | None = None  # None: by key
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 import faust
-from sinks.memory_store import MemoryStore
 
 from sinks.graph_factory import create_graph_store
+from sinks.memory_store import MemoryStore
 from sinks.vector_factory import create_vector_store
 from streams.app import BoundTopics, create_app, register_stages
 from streams.embed.factory import create_embedder
@@ -23,6 +23,7 @@ from streams.llm.port import LLM
 from streams.runtime import Clock, Deps, StageStats
 from topics.admin import ensure_topics
 from topics.models import utcnow
+from topics.progress import Progress
 from topics.settings import Settings
 
 log = logging.getLogger("memstream.worker")
@@ -42,6 +43,7 @@ class Worker:
     app: faust.App | None = field(default=None, init=False)
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
+    progress: Progress | None = field(default=None, init=False)
 
     async def open_deps(self) -> Deps:
         """Connect the stores and providers (without consuming anything)."""
@@ -62,7 +64,8 @@ class Worker:
         deps = await self.open_deps()
         llm, embedder = deps.llm, deps.embedder
         self.app, self.bound = create_app(s, self.bootstrap)
-        self.stats = register_stages(self.bound, deps)
+        self.progress = Progress(s, self.bootstrap)
+        self.stats = register_stages(self.bound, deps, self.progress)
         await self.app.start()
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
@@ -71,6 +74,9 @@ class Worker:
         if self.app is not None:
             await self.app.stop()
             self.app = None
+        if self.progress is not None:
+            await self.progress.close()
+            self.progress = None
         if self.deps is not None:
             d, self.deps = self.deps, None
             for closer in (d.graph.close, d.vectors.close, d.llm.close, d.embedder.close):

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
@@ -23,19 +22,38 @@ from topics.events import (
     Document,
     Event,
     ExtractedMemory,
+    GetAllRequest,
+    GetRequest,
     MemoryUpdate,
     Message,
+    NodesResult,
+    Reply,
+    RequestBase,
+    ScheduleMessage,
+    ScoredMemory,
+    SearchRequest,
+    SearchResult,
+    SubgraphRequest,
+    SubgraphResult,
+    WorkingMemoryRequest,
     WriteToken,
     new_event_id,
 )
-from topics.models import SourceRef, utcnow
+from topics.models import MemoryItem, MemoryType, SourceRef, Subgraph, utcnow
+from topics.progress import NotAppliedYet, Progress
 from topics.registry import (
     CONVERSATIONS,
     DEAD_LETTER,
+    MEMORY_COMMANDS,
     MEMORY_ITEMS,
     MEMORY_UPDATES,
+    REQUESTS,
+    SCHEDULE_ADD,
+    SCHEDULE_ANSWER,
+    SCHEDULE_QUERY,
     TopicSpec,
 )
+from topics.replies import ReplyListener
 from topics.settings import Settings
 
 log = logging.getLogger("memstream.client")
@@ -45,6 +63,18 @@ class ClientError(RuntimeError):
     """The client could not do what was asked (not started, timeout, broker unreachable)."""
 
 
+class MemoryServiceError(ClientError):
+    """The service answered a request with an error (bad request, unknown cube, …)."""
+
+    def __init__(self, type: str, message: str) -> None:
+        super().__init__(f"{type}: {message}")
+        self.type = type
+        self.message = message
+
+
+SCHEDULE_TOPICS = {"query": SCHEDULE_QUERY, "answer": SCHEDULE_ANSWER, "add": SCHEDULE_ADD}
+
+
 class MemoryClient:
     """Async client for memstream's topics. Start it with ``async with`` or ``start()``."""
 
@@ -52,7 +82,9 @@ class MemoryClient:
         self.settings = settings or Settings()
         self._bootstrap = bootstrap or self.settings.kafka.bootstrap_servers
         self._producer: AIOKafkaProducer | None = None
-        self._offsets: AIOKafkaConsumer | None = None
+        self._progress: Progress | None = None
+        self._replies: ReplyListener | None = None
+        self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
 
     @property
     def bootstrap(self) -> str:
@@ -79,9 +111,12 @@ class MemoryClient:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
-        if self._offsets is not None:
-            await self._offsets.stop()
-            self._offsets = None
+        if self._progress is not None:
+            await self._progress.close()
+            self._progress = None
+        if self._replies is not None:
+            await self._replies.close()
+            self._replies = None
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -167,6 +202,115 @@ class MemoryClient:
             raise ClientError("add_memories needs at least one memory")
         return token
 
+    # ------------------------------------------------------------------ queries
+
+    async def request(self, request: RequestBase, timeout: float = 30.0) -> Reply:
+        """Send any request and wait for its reply (raises ``MemoryServiceError`` on an error)."""
+        if self._replies is None:
+            self._replies = ReplyListener(self.settings, self.bootstrap)
+            await self._replies.start()
+        request = request.model_copy(update={
+            "reply_to": self._replies.topic, "reply_partition": self._replies.partition,
+            "requester": self.client_id,
+        })
+        future = self._replies.expect(request.correlation_id)
+        try:
+            await self.publish(REQUESTS, request)
+            reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError as exc:
+            raise ClientError(f"no reply to {type(request).__name__} within {timeout}s; "
+                              "is a worker running?") from exc
+        finally:
+            self._replies.forget(request.correlation_id)
+        if not reply.ok:
+            error = reply.error
+            raise MemoryServiceError(error.type if error else "Error",
+                                     error.message if error else "unknown error")
+        return reply
+
+    async def search(
+        self,
+        user_id: str,
+        query: str,
+        cube_id: str | None = None,
+        top_k: int = 10,
+        mode: Literal["fast", "fine"] = "fast",
+        memory_type: Literal["All", "WorkingMemory", "LongTermMemory", "UserMemory"] = "All",
+        search_filter: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        chat_history: Sequence[Mapping[str, str]] = (),
+        after: WriteToken | None = None,
+        timeout: float = 30.0,
+    ) -> list[ScoredMemory]:
+        """Memories answering ``query``, best first. ``after``: wait until that write is applied."""
+        req = SearchRequest(
+            user_id=user_id, cube_id=cube_id or user_id, query=query, top_k=top_k, mode=mode,
+            memory_type=memory_type, search_filter=dict(search_filter) if search_filter else None,
+            session_id=session_id, chat_history=tuple(dict(t) for t in chat_history), after=after,
+        )
+        result = (await self.request(req, timeout)).result
+        assert isinstance(result, SearchResult)  # noqa: S101
+        return list(result.memories)
+
+    async def subgraph(
+        self, user_id: str, query: str, cube_id: str | None = None, top_k: int = 5,
+        depth: int = 2, timeout: float = 30.0,
+    ) -> Subgraph:
+        """The nodes most similar to ``query`` with their neighbourhoods, merged."""
+        req = SubgraphRequest(user_id=user_id, cube_id=cube_id or user_id, query=query,
+                              top_k=top_k, depth=depth)
+        result = (await self.request(req, timeout)).result
+        assert isinstance(result, SubgraphResult)  # noqa: S101
+        return result.subgraph
+
+    async def get(
+        self, user_id: str, ids: Sequence[str], cube_id: str | None = None, timeout: float = 30.0
+    ) -> list[MemoryItem]:
+        req = GetRequest(user_id=user_id, cube_id=cube_id or user_id, ids=tuple(ids))
+        return await self._nodes(req, timeout)
+
+    async def get_all(
+        self, user_id: str, cube_id: str | None = None, memory_type: MemoryType | None = None,
+        include_inactive: bool = False, timeout: float = 30.0,
+    ) -> list[MemoryItem]:
+        req = GetAllRequest(user_id=user_id, cube_id=cube_id or user_id, memory_type=memory_type,
+                            include_inactive=include_inactive)
+        return await self._nodes(req, timeout)
+
+    async def working_memory(
+        self, user_id: str, cube_id: str | None = None, timeout: float = 30.0
+    ) -> list[MemoryItem]:
+        """The cube's working memory, in its current order."""
+        req = WorkingMemoryRequest(user_id=user_id, cube_id=cube_id or user_id)
+        return await self._nodes(req, timeout)
+
+    async def _nodes(self, req: RequestBase, timeout: float) -> list[MemoryItem]:
+        result = (await self.request(req, timeout)).result
+        assert isinstance(result, NodesResult)  # noqa: S101
+        return list(result.nodes)
+
+    # ------------------------------------------------------------------ scheduler and commands
+
+    async def schedule(
+        self, user_id: str, label: Literal["query", "answer", "add"], content: str = "",
+        cube_id: str | None = None, session_id: str | None = None,
+        memory_ids: Sequence[str] = (),
+    ) -> WriteToken:
+        """Tell the scheduler the user asked (``query``), the agent answered (``answer``), or
+        memories were added by hand (``add``)."""
+        spec = SCHEDULE_TOPICS.get(label)
+        if spec is None:
+            raise ValueError(f"unknown schedule label {label!r}; use query, answer or add")
+        msg = ScheduleMessage(user_id=user_id, cube_id=cube_id or user_id, label=label,
+                              content=content, session_id=session_id,
+                              memory_ids=tuple(memory_ids))
+        return await self.publish(spec, msg)
+
+    async def command(self, command: Event) -> WriteToken:
+        """Publish a ``MemoryCommand`` (update, delete, replace_working_memory, delete_cube, …)."""
+        validated = MEMORY_COMMANDS.adapter.validate_python(command)
+        return await self.publish(MEMORY_COMMANDS, validated)
+
     # ------------------------------------------------------------------ reads
 
     async def updates(
@@ -212,50 +356,15 @@ class MemoryClient:
 
     # ------------------------------------------------------------------ read-your-writes
 
-    async def _committed(self, tp: TopicPartition) -> int:
-        if self._offsets is None:
-            self._offsets = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap, group_id=self.settings.app_id,
-                enable_auto_commit=False,
-            )
-            await self._offsets.start()
-        committed = await self._offsets.committed(tp)
-        return committed if committed is not None else 0
-
-    async def _end_offset(self, tp: TopicPartition) -> int:
-        if self._offsets is None:
-            await self._committed(tp)
-        assert self._offsets is not None  # noqa: S101
-        ends = await self._offsets.end_offsets([tp])
-        return int(ends[tp])
-
-    async def wait_applied(
-        self, token: WriteToken, timeout: float = 60.0, poll_s: float = 0.1
-    ) -> None:
+    async def wait_applied(self, token: WriteToken, timeout: float = 60.0) -> None:
         """Return once the write behind ``token`` has been processed by every stage it feeds.
 
         Uses the workers' committed consumer offsets (a stage commits only after its
         outputs are acknowledged), so it holds across any number of workers.
         """
-        deadline = time.monotonic() + timeout
-        conversations = CONVERSATIONS.name(self.settings)
-        items = MEMORY_ITEMS.name(self.settings)
-        src = TopicPartition(token.topic, token.partition)
-        await self._wait_committed(src, token.offset + 1, deadline, poll_s)
-        if token.topic == conversations:
-            # Extraction is done; its items went to the same partition number of memory.items
-            # (same key, same partition count), so wait for the add stage to pass that end.
-            downstream = TopicPartition(items, token.partition)
-            await self._wait_committed(downstream, await self._end_offset(downstream), deadline,
-                                       poll_s)
-
-    async def _wait_committed(
-        self, tp: TopicPartition, target: int, deadline: float, poll_s: float
-    ) -> None:
-        while True:
-            if await self._committed(tp) >= target:
-                return
-            if time.monotonic() > deadline:
-                raise ClientError(f"timed out waiting for workers to process {tp.topic}"
-                                  f"[{tp.partition}] up to offset {target}; is a worker running?")
-            await asyncio.sleep(poll_s)
+        if self._progress is None:
+            self._progress = Progress(self.settings, self.bootstrap)
+        try:
+            await self._progress.wait_applied(token, timeout=timeout)
+        except NotAppliedYet as exc:
+            raise ClientError(str(exc)) from exc

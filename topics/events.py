@@ -312,8 +312,12 @@ class WriteToken(BaseModel):
 
 
 class RequestBase(Event):
-    reply_to: str = "replies"
-    correlation_id: str = Field(default_factory=new_event_id)
+    """``reply_to`` is a full topic name (default: the configured ``replies`` topic); a client
+    that reads one partition of it names that partition in ``reply_partition``."""
+
+    reply_to: str | None = None
+    reply_partition: int | None = Field(default=None, ge=0)
+    correlation_id: str = Field(default_factory=new_event_id, min_length=1)
     requester: str = "client"
 
 

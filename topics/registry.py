@@ -93,7 +93,7 @@ ACTIVATION_MEMORY = TopicSpec(
 )
 REQUESTS = TopicSpec("requests", Request, doc="search and other queries, answered on reply_to")
 REPLIES = TopicSpec(
-    "replies", Reply, key="correlation_id",
+    "replies", Reply, key="requester (or the request's reply_partition)",
     doc="default reply topic; clients may name their own in reply_to",
 )
 DEAD_LETTER = TopicSpec(

@@ -129,6 +129,8 @@ class SearchSettings(BaseModel):
     concept_weight: float = 0.95
     fact_weight: float = 1.0
     tag_overlap_min: int = 2
+    after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
+    usage_history: int = Field(default=20, ge=1)  # usage records kept per node
 
 
 class ReorganizeSettings(BaseModel):

@@ -1,0 +1,84 @@
+"""Read-your-writes: has the pipeline applied a write yet?
+
+A stage commits an input offset only after the outputs of its batch are
+acknowledged, so the workers' committed offsets tell, across any number of
+workers, whether a write (a ``WriteToken``) has gone through every stage it feeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from topics.events import WriteToken
+from topics.registry import CONVERSATIONS, MEMORY_ITEMS
+from topics.settings import Settings
+
+
+class NotAppliedYet(TimeoutError):
+    """The workers did not process a write within the time allowed."""
+
+
+class Progress:
+    """Committed offsets of the workers' consumer group, read without joining it."""
+
+    def __init__(self, settings: Settings, bootstrap: str) -> None:
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self._consumer: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()
+
+    async def _client(self) -> AIOKafkaConsumer:
+        async with self._lock:
+            if self._consumer is None:
+                consumer = AIOKafkaConsumer(
+                    bootstrap_servers=self.bootstrap, group_id=self.settings.app_id,
+                    enable_auto_commit=False,
+                )
+                await consumer.start()
+                self._consumer = consumer
+            return self._consumer
+
+    async def close(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def committed(self, tp: TopicPartition) -> int:
+        committed = await (await self._client()).committed(tp)
+        return committed if committed is not None else 0
+
+    async def end_offset(self, tp: TopicPartition) -> int:
+        ends = await (await self._client()).end_offsets([tp])
+        return int(ends[tp])
+
+    async def is_applied(self, token: WriteToken) -> bool:
+        """One check, no waiting."""
+        try:
+            await self.wait_applied(token, timeout=0.0)
+        except NotAppliedYet:
+            return False
+        return True
+
+    async def wait_applied(
+        self, token: WriteToken, timeout: float = 60.0, poll_s: float = 0.05
+    ) -> None:
+        """Return once the write behind ``token`` went through every stage it feeds."""
+        deadline = time.monotonic() + timeout
+        src = TopicPartition(token.topic, token.partition)
+        await self._wait(src, token.offset + 1, deadline, poll_s)
+        if token.topic == CONVERSATIONS.name(self.settings):
+            # Extraction is done and its items are in memory.items: same key, same partition
+            # count, so the same partition number. Wait for the add stage to pass its end.
+            items = TopicPartition(MEMORY_ITEMS.name(self.settings), token.partition)
+            await self._wait(items, await self.end_offset(items), deadline, poll_s)
+
+    async def _wait(self, tp: TopicPartition, target: int, deadline: float, poll_s: float) -> None:
+        while await self.committed(tp) < target:
+            if time.monotonic() >= deadline:
+                raise NotAppliedYet(
+                    f"workers have not processed {tp.topic}[{tp.partition}] up to offset "
+                    f"{target} yet; is a worker running?")
+            await asyncio.sleep(poll_s)
