@@ -23,6 +23,7 @@ from sinks.local_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
     FalkorDBServerError,
+    die_with_parent,
     free_bolt_port,
     free_port,
     log_tail,
@@ -263,6 +264,8 @@ class FalkorDBServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=detached,
+                # Attached servers end with this process even if it is killed outright.
+                preexec_fn=None if detached else die_with_parent,
             )
         self._proc, self._pid = proc, proc.pid
         deadline = time.monotonic() + self.startup_timeout_s

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,17 +40,17 @@ def running(pid: int) -> bool:
 
 async def test_server_starts_answers_and_stops(tmp_path: Path) -> None:
     server = FalkorDBServer(tmp_path / "db")
-    uri = await server.start()
-    port, pid = server.port, server.pid
-    assert port is not None and pid is not None
-    assert uri == f"redis://127.0.0.1:{port}" == server.uri
-    store = FalkorDBGraphStore(uri, "g")
     try:
+        uri = await server.start()
+        port, pid = server.port, server.pid
+        assert port is not None and pid is not None
+        assert uri == f"redis://127.0.0.1:{port}" == server.uri
+        store = FalkorDBGraphStore(uri, "g")
         await store.upsert_nodes("c", [item("c", "n")])
         assert await store.get_node("c", "n") == item("c", "n")
-    finally:
         await store.close()
-    await server.stop()
+    finally:
+        await server.stop()
     assert not running(pid) and not port_taken(port)
     await server.stop()  # a second stop is a no-op
     with pytest.raises(FalkorDBServerError, match="not started"):
@@ -146,3 +150,53 @@ async def test_text_with_nul_is_refused_rather_than_cut(tmp_path: Path) -> None:
             await store.upsert_nodes("c", [item("c", "n", "before\x00after")])
         assert await store.get_node("c", "n") is None
         await store.close()
+
+
+CHILD = """
+import asyncio, sys, time
+from pathlib import Path
+from sinks.local import FalkorDBServer
+
+async def main():
+    server = FalkorDBServer(Path(sys.argv[1]))
+    await server.start(detached=sys.argv[2] == "detached")
+    print(server.pid, flush=True)
+    if sys.argv[2] != "detached":
+        time.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+async def test_an_attached_server_dies_with_its_parent(tmp_path: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "db"), "attached"], stdout=subprocess.PIPE
+    )
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    assert running(pid)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while running(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not running(pid)
+
+
+async def test_a_detached_server_outlives_its_parent(tmp_path: Path) -> None:
+    data = tmp_path / "db"
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(data), "detached"],
+        capture_output=True, check=True, timeout=60,
+    )  # fmt: skip
+    pid = int(out.stdout)
+    try:
+        found = await FalkorDBServer.find_running(data)
+        assert found is not None and found.pid == pid
+        store = FalkorDBGraphStore(found.uri, "g")
+        await store.upsert_nodes("c", [item("c", "n")])
+        assert await store.get_node("c", "n") == item("c", "n")
+        await store.close()
+    finally:
+        assert await FalkorDBServer.stop_running(data) is True
+    assert not running(pid)
