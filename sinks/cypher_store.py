@@ -216,16 +216,17 @@ class CypherGraphStore(ABC):
     async def subgraph(
         self, cube_id: str, center_id: str, depth: int = 2, center_status: Status = "activated"
     ) -> Subgraph:
-        center = await self.get_node(cube_id, center_id)
-        if center is None or center.metadata.status != center_status:
-            return Subgraph(core_id=None)
-        if depth <= 0:
-            return Subgraph(core_id=center_id, nodes=(center,))
-        rows = await self._read(cypher.subgraph_edges(depth), node_params(cube_id, center_id))
+        # Two round trips: the edges, then every node with the center first (its status
+        # decides; an unknown or differently-filed center costs one wasted edge read).
+        rows = []
+        if depth > 0:
+            rows = await self._read(cypher.subgraph_edges(depth), node_params(cube_id, center_id))
         edges = unique_edges(rows)
         others = sorted(({e.source for e in edges} | {e.target for e in edges}) - {center_id})
-        nodes = await self.get_nodes(cube_id, others)
-        return Subgraph(core_id=center_id, nodes=(center, *nodes), edges=tuple(edges))
+        nodes = await self.get_nodes(cube_id, [center_id, *others])
+        if not nodes or nodes[0].id != center_id or nodes[0].metadata.status != center_status:
+            return Subgraph(core_id=None)
+        return Subgraph(core_id=center_id, nodes=tuple(nodes), edges=tuple(edges))
 
     async def find_nodes(
         self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None
