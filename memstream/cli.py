@@ -6,10 +6,15 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
+from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from topics.settings import Settings
+
+console = Console()
 
 
 def _settings(data_dir: Path | None) -> Settings:
@@ -27,10 +32,21 @@ def _logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
+def _run(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
+        raise click.ClickException(str(exc)) from exc
+
+
 data_dir_option = click.option(
     "--data-dir", type=click.Path(path_type=Path), default=None,
-    help="Where embedded services keep their data (default ./.memstream, or MEMSTREAM_DATA_DIR).",
+    help="Where embedded services keep their data (default ./.memstream or MEMSTREAM_DATA_DIR).",
 )
+user_option = click.option("--user", "user_id", default="default-user", show_default=True,
+                           help="The user the memories belong to.")
+cube_option = click.option("--cube", "cube_id", default=None,
+                           help="The memory cube (default: the user id).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,7 +55,7 @@ def main() -> None:
 
     Configure with MEMSTREAM_* environment variables (nested with "__", e.g.
     MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS). With nothing configured, everything runs
-    embedded on this machine.
+    embedded on this machine: `memstream up`, then `add`, `search`, and `down`.
     """
 
 
@@ -61,10 +77,11 @@ def worker(data_dir: Path | None, log_level: str) -> None:
     starts embedded ones for the lifetime of this worker.
     """
     _logging(log_level)
-    asyncio.run(_run_worker(_settings(data_dir)))
+    _run(_worker(_settings(data_dir)))
 
 
-async def _run_worker(settings: Settings) -> None:
+async def _worker(settings: Settings) -> None:
+    from memstream.services import remove_worker_file, write_worker_file
     from memstream.stack import EmbeddedStack
     from streams.worker import Worker
 
@@ -73,10 +90,143 @@ async def _run_worker(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with EmbeddedStack(settings) as stack, Worker(settings, stack.bootstrap, stack.graph_uri):
+        write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri)
         click.echo(f"memstream worker running (kafka {stack.bootstrap}, graph {stack.graph_uri}); "
                    "Ctrl-C to stop", err=True)
-        await stop.wait()
+        try:
+            await stop.wait()
+        finally:
+            remove_worker_file(settings.data_dir)
     click.echo("worker stopped", err=True)
+
+
+@main.command()
+@data_dir_option
+def up(data_dir: Path | None) -> None:
+    """Start the embedded broker, FalkorDB and a worker in the background."""
+    _run(_up(_settings(data_dir)))
+
+
+async def _up(settings: Settings) -> None:
+    from memstream.services import running_worker, spawn_worker
+    from memstream.stack import EmbeddedStack
+
+    with console.status("Starting the broker and FalkorDB…"):
+        stack = EmbeddedStack(settings)
+        await stack.start(detached=True)
+    console.print(f"[green]✓[/] kafka {stack.bootstrap}, graph {stack.graph_uri}")
+    if (info := running_worker(settings.data_dir)) is not None:
+        console.print(f"[green]✓[/] worker already running (pid {info['pid']})")
+        return
+    with console.status("Starting the worker (loading the embedding model)…"):
+        pid = await spawn_worker(settings.data_dir)
+    console.print(f"[green]✓[/] worker running (pid {pid}); logs in "
+                  f"{settings.data_dir / 'worker.log'}")
+
+
+@main.command()
+@data_dir_option
+def down(data_dir: Path | None) -> None:
+    """Stop what `memstream up` started (data is kept)."""
+    from memstream.services import down as stop_all
+
+    settings = _settings(data_dir)
+    stopped = _run(stop_all(settings.data_dir))
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@main.command()
+@data_dir_option
+def status(data_dir: Path | None) -> None:
+    """Show which embedded services run, and the workers' lag per topic."""
+    _run(_status(_settings(data_dir)))
+
+
+async def _status(settings: Settings) -> None:
+    from memstream.services import status as service_status
+    from topics.admin import group_lag
+    from topics.registry import ALL_TOPICS
+
+    st = await service_status(settings.data_dir)
+    bootstrap = settings.kafka.bootstrap_servers or st.broker
+    table = Table(show_header=False)
+    table.add_row("broker", bootstrap or "[red]not running[/]")
+    table.add_row("graph", settings.graph.uri or st.graph or "[red]not running[/]")
+    table.add_row("worker", f"pid {st.worker_pid}" if st.worker_pid else "[red]not running[/]")
+    console.print(table)
+    if bootstrap:
+        names = [s.name(settings) for s in ALL_TOPICS]
+        lag = await group_lag(bootstrap, settings.app_id, names)
+        rows = [(t, sum(p.values())) for t, p in sorted(lag.items()) if p]
+        if rows:
+            lag_table = Table("topic", "lag (records not yet processed)")
+            for topic, total in rows:
+                lag_table.add_row(topic, str(total))
+            console.print(lag_table)
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@user_option
+@cube_option
+@click.option("--session", "session_id", default=None, help="Session id for the messages.")
+@click.option("--chunk-size", default=6, show_default=True, help="Messages per published chunk.")
+@click.option("--no-wait", is_flag=True, help="Return once published, without waiting.")
+@data_dir_option
+def add(file: Path, user_id: str, cube_id: str | None, session_id: str | None, chunk_size: int,
+        no_wait: bool, data_dir: Path | None) -> None:
+    """Add a conversation from a JSON FILE of messages.
+
+    FILE holds a list of messages ({"role", "content", optional "timestamp" and "id"}), or
+    {"session_id", "messages": [...]}, or a list of such sessions. Messages without an id
+    get one derived from the file's content, so adding the same file twice adds nothing.
+    """
+    from memstream.cli_actions import add_file
+
+    _run(add_file(_settings(data_dir), console, file, user_id, cube_id, session_id, chunk_size,
+                  not no_wait))
+
+
+@main.command()
+@click.argument("query")
+@user_option
+@cube_option
+@click.option("--top-k", default=10, show_default=True)
+@click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
+@click.option("--type", "memory_type", default="All", show_default=True,
+              type=click.Choice(["All", "WorkingMemory", "LongTermMemory", "UserMemory"]))
+@data_dir_option
+def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
+           memory_type: str, data_dir: Path | None) -> None:
+    """Search a cube's memories and print them as a table."""
+    from memstream.cli_actions import search_table
+
+    _run(search_table(_settings(data_dir), console, query, user_id, cube_id, top_k, mode,
+                      memory_type))
+
+
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@user_option
+@cube_option
+@data_dir_option
+def dump(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
+    """Write a cube (nodes, edges, vectors) to a JSON file at PATH (done by the worker)."""
+    from memstream.cli_actions import dump_or_load
+
+    _run(dump_or_load(_settings(data_dir), console, "dump", path, user_id, cube_id))
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@user_option
+@cube_option
+@data_dir_option
+def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
+    """Load a cube dumped with `memstream dump` (into --cube, default the dumped cube)."""
+    from memstream.cli_actions import dump_or_load
+
+    _run(dump_or_load(_settings(data_dir), console, "load", path, user_id, cube_id))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ from types import TracebackType
 
 from sinks.local import FalkorDBServer
 from topics.admin import ensure_topics
-
-from topics.broker import LocalBroker, resolve_bootstrap
+from topics.broker import LocalBroker, create_broker, resolve_bootstrap, running_broker
 from topics.settings import Settings
 
 log = logging.getLogger("memstream.stack")
@@ -29,15 +28,27 @@ class EmbeddedStack:
     broker: LocalBroker | None = field(default=None, init=False)
     falkordb: FalkorDBServer | None = field(default=None, init=False)
 
-    async def start(self) -> None:
+    async def start(self, detached: bool = False) -> None:
+        """Reuse what is configured or already running from the data dir; start the rest.
+
+        ``detached`` starts services in their own session so they outlive this process
+        (``memstream up``); otherwise they stop with ``stop()`` or when this process dies.
+        """
         data = self.settings.data_dir
         data.mkdir(parents=True, exist_ok=True)
-        self.bootstrap, self.broker = await resolve_bootstrap(self.settings, data / "broker")
+        if detached and not self.settings.kafka.bootstrap_servers:
+            self.bootstrap = await running_broker(data / "broker") or await create_broker(
+                self.settings.kafka.embedded_broker, data / "broker").start(detached=True)
+        else:
+            self.bootstrap, self.broker = await resolve_bootstrap(self.settings, data / "broker")
         if self.settings.graph.uri:
             self.graph_uri = self.settings.graph.uri
+        elif (running := await FalkorDBServer.find_running(data / "falkordb")) is not None:
+            self.graph_uri = running.uri
         else:
-            self.falkordb = FalkorDBServer(data / "falkordb")
-            self.graph_uri = await self.falkordb.start()
+            server = FalkorDBServer(data / "falkordb")
+            self.graph_uri = await server.start(detached=detached)
+            self.falkordb = None if detached else server
         await ensure_topics(self.settings, self.bootstrap)
         log.info("embedded stack up: kafka %s, graph %s", self.bootstrap, self.graph_uri)
 

@@ -1,7 +1,7 @@
 """Typed ports of the storage layer. Every operation is scoped to one cube.
 
 Stages depend on these protocols only; adapters (FalkorDB, Neo4j, Milvus) are
-picked once in ``sinks.factory``. A sink knows nothing of Kafka.
+picked once in ``sinks.graph_factory`` / ``sinks.vector_factory``. A sink knows nothing of Kafka.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class Filter:
         if self.field not in FILTER_FIELDS:
             raise StoreError(f"unknown filter field {self.field!r}")
         if self.op == "in" and not isinstance(self.value, list | tuple | set | frozenset):
-            raise StoreError(f"filter {self.field} 'in' needs a list, got {type(self.value).__name__}")
+            got = type(self.value).__name__
+            raise StoreError(f"filter {self.field} 'in' needs a list, got {got}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +140,7 @@ class GraphStore(Protocol):
     async def subgraph(
         self, cube_id: str, center_id: str, depth: int = 2, center_status: Status = "activated"
     ) -> Subgraph:
-        """The center and its neighbourhood up to ``depth``; empty when the center's status differs."""
+        """The center and its neighbours up to ``depth``; empty if the center's status differs."""
 
     async def find_nodes(
         self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None
@@ -149,7 +150,9 @@ class GraphStore(Protocol):
         self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()
     ) -> list[GroupCount]: ...
 
-    async def count_by_type(self, cube_id: str, status: Status | None = "activated") -> dict[str, int]: ...
+    async def count_by_type(
+        self, cube_id: str, status: Status | None = "activated"
+    ) -> dict[str, int]: ...
 
     async def all_of_type(
         self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
@@ -157,7 +160,7 @@ class GraphStore(Protocol):
         """Nodes of a type, newest ``updated_at`` first."""
 
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
-        """Delete the oldest activated nodes of a type beyond the newest ``keep`` (FIFO by updated_at)."""
+        """Delete activated nodes of a type older than the newest ``keep`` (FIFO by updated_at)."""
 
     async def optimization_candidates(
         self, cube_id: str, memory_type: MemoryType, limit: int = 1000

@@ -164,6 +164,7 @@ def register_stage(
 
 def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[str, StageStats]:
     """Register every stage of the pipeline on the app; returns per-stage counters."""
+    from streams.commands.agent import register as register_commands
     from streams.extraction.agent import register as register_extraction
     from streams.memory.agent import register as register_memory
     from streams.search.agent import register as register_search
@@ -171,6 +172,7 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
     stats: dict[str, StageStats] = {}
     stats["extraction"] = register_extraction(bound, deps)
     stats["memory.add"] = register_memory(bound, deps)
+    stats["commands"] = register_commands(bound, deps)
 
     async def wait(token: WriteToken, timeout: float) -> None:
         await progress.wait_applied(token, timeout=timeout)

@@ -34,6 +34,10 @@ Clock = Callable[[], datetime]
 E = TypeVar("E", bound=BaseModel)
 
 
+class PermanentError(Exception):
+    """A failure that retrying cannot fix (a rejected command, a missing node): dead-letter now."""
+
+
 @dataclass
 class Deps:
     """Everything a stage's logic may use, built once per worker."""
@@ -160,7 +164,7 @@ async def with_retries(
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - errors are data: they go to the dead-letter topic
-            if attempt > retries:
+            if attempt > retries or isinstance(exc, PermanentError):
                 return [], exc, attempt
             if stats is not None:
                 stats.retries += 1

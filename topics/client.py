@@ -326,8 +326,13 @@ class MemoryClient:
             assert isinstance(event, DeadLetter)  # noqa: S101
             yield event
 
+    async def history(self, spec: TopicSpec, cube_id: str | None = None) -> list[BaseModel]:
+        """Every record of a topic (optionally one cube) up to its current end, in partition
+        order: what the log holds now, e.g. a cube's ``memory.updates`` for time travel."""
+        return [e async for e in self._follow(spec, cube_id, True, until_end=True)]
+
     async def _follow(
-        self, spec: TopicSpec, cube_id: str | None, from_beginning: bool
+        self, spec: TopicSpec, cube_id: str | None, from_beginning: bool, until_end: bool = False
     ) -> AsyncIterator[BaseModel]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
@@ -343,16 +348,35 @@ class MemoryClient:
                 await consumer.seek_to_beginning(*tps)
             else:
                 await consumer.seek_to_end(*tps)
-            async for msg in consumer:
-                try:
-                    event = spec.decode(msg.value)
-                except ValidationError as exc:
-                    log.warning("skipping undecodable %s record at %d: %s", name, msg.offset, exc)
-                    continue
-                if cube_id is None or getattr(event, "cube_id", None) == cube_id:
-                    yield event
+            ends = await consumer.end_offsets(tps) if until_end else {}
+            remaining = {tp for tp in tps if ends.get(tp, 1) > 0}
+            while remaining:
+                batch = await consumer.getmany(*remaining, timeout_ms=1000)
+                for tp, msgs in batch.items():
+                    for msg in msgs:
+                        if until_end and msg.offset >= ends[tp]:
+                            break
+                        try:
+                            event = spec.decode(msg.value or b"")
+                        except ValidationError as exc:
+                            log.warning("skipping undecodable %s record at %d: %s", name,
+                                        msg.offset, exc)
+                            continue
+                        if cube_id is None or getattr(event, "cube_id", None) == cube_id:
+                            yield event
+                    if until_end and await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
         finally:
             await consumer.stop()
+
+    async def command_failure(self, token: WriteToken) -> str | None:
+        """The dead-letter error of the event behind ``token``, if it failed (else None)."""
+        for letter in await self.history(DEAD_LETTER):
+            assert isinstance(letter, DeadLetter)  # noqa: S101
+            if (letter.original_topic, letter.original_partition, letter.original_offset) == (
+                    token.topic, token.partition, token.offset):
+                return letter.error
+        return None
 
     # ------------------------------------------------------------------ read-your-writes
 

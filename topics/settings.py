@@ -107,6 +107,7 @@ class MemorySettings(BaseModel):
     conflict_threshold: float = Field(default=0.80, ge=0, le=1)
     merge_threshold: float = Field(default=0.92, ge=0, le=1)
     conflict_candidates: int = Field(default=5, ge=1)
+    conflict_detection: bool = True  # off: every item is added as is (faster, duplicates stay)
 
 
 class WorkerSettings(BaseModel):

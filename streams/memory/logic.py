@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
+from streams.memory.merge import apply, find_conflict, resolve
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id, working_copy_id
@@ -114,20 +116,36 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
     out: list[Outgoing] = []
     now = deps.clock()
-    for node, record in zip(nodes, fresh, strict=True):
+    archived_here: set[str] = set()
+    for i, (node, (_, row), record) in enumerate(zip(nodes, writes[::2], fresh, strict=True)):
+        merge = None
+        if deps.settings.memory.conflict_detection and node.id not in archived_here:
+            later = frozenset(n.id for n in nodes[i + 1:])
+            found = await find_conflict(node, row, deps, later)
+            if found is not None:
+                old, _score, relation, reason = found
+                merge = await resolve(old, node, row, relation, reason, deps)
+        base: dict[str, Any] = {
+            "user_id": node.metadata.user_id, "cube_id": cube_id, "occurred_at": now,
+            "stage": STAGE, "cause_event_id": record.value.event_id, "origin": record.origin}
+        if merge is None:
+            out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
+                event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
+                node=node, related_ids=(working_copy_id(node.id),), **base)))
+            continue
+        await apply(merge, deps)
+        if merge.kept.id == node.id and merge.kept.memory != node.memory:
+            await deps.store.write([(working_copy(merge.kept), merge.kept_vector)])
+        archived_here.add(merge.archived.id)
         out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("added", node.id),
-            user_id=node.metadata.user_id,
-            cube_id=cube_id,
-            occurred_at=now,
-            action="added",
-            stage=STAGE,
-            node_id=node.id,
-            node=node,
-            related_ids=(working_copy_id(node.id),),
-            cause_event_id=record.value.event_id,
-            origin=record.origin,
-        )))
+            event_id=derived_event_id("merged", merge.kept.id, merge.archived.id),
+            action="merged", node_id=merge.kept.id, node=merge.kept,
+            related_ids=(merge.archived.id,), reason=f"{merge.relation}: {merge.reason}",
+            **base)))
+        out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
+            event_id=derived_event_id("archived", merge.archived.id), action="archived",
+            node_id=merge.archived.id, node=merge.archived,
+            related_ids=(merge.kept.id,), reason=f"merged into {merge.kept.id}", **base)))
 
     touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes)}
     for memory_type in sorted(touched):

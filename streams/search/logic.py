@@ -186,11 +186,15 @@ async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> 
 
 
 def dedupe(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
-    """One entry per memory: a working-memory copy and its long-term node count once."""
+    """One entry per memory: a working-memory copy and its long-term node count once, and
+    the long-term node (the canonical id, with its lineage) is the one kept."""
+    present = {s.item.id for s in ranked}
     seen_ids: set[str] = set()
     seen_text: set[str] = set()
     out = []
     for s in ranked:
+        if s.item.metadata.origin_id in present:
+            continue
         origin = s.item.metadata.origin_id or s.item.id
         text = " ".join(s.item.memory.split()).casefold()
         if origin in seen_ids or text in seen_text:

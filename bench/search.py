@@ -1,0 +1,134 @@
+"""Fast-mode search latency through Kafka request/reply vs an in-process baseline.
+
+    python bench/search.py [--cubes 50] [--per-cube 2000] [--queries 300]
+
+Loads cubes × memories straight into the embedded stores (FalkorDB + Milvus Lite;
+loading is not what is measured), starts a worker, and times `client.search()`
+from publish to reply. The baseline, in the same run: embed the query with the
+same local model + numpy exact top-k over that cube's vectors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memstream.stack import EmbeddedStack  # noqa: E402
+from streams.embed.local import LocalEmbedder  # noqa: E402
+from streams.memory.logic import working_copy  # noqa: E402
+from streams.worker import Worker  # noqa: E402
+from topics.client import MemoryClient  # noqa: E402
+from topics.ids import stable_id  # noqa: E402
+from topics.models import MemoryItem, MemoryMetadata  # noqa: E402
+from topics.settings import Settings  # noqa: E402
+
+PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goro", "Hana", "Ivan", "Jia"]
+THINGS = ["hiking", "jazz", "sushi", "chess", "tea", "yoga", "opera", "sailing", "baking",
+          "cycling", "poetry", "tennis", "gardening", "painting", "skiing", "knitting"]
+PLACES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Hanoi", "Quebec", "Tbilisi", "Perth"]
+QUERIES = ["what does the user like to do on weekends?", "where does Ana live?",
+           "which sport does the user play?", "what food does the user enjoy?",
+           "when is the trip to Kyoto?", "who plays the piano?", "用户喜欢喝什么？",
+           "what did Ben recommend?", "does the user have allergies?", "travel plans"]
+
+
+def memory_texts(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        p, t, c = PEOPLE[i % 10], THINGS[(i // 10) % 16], PLACES[(i // 160) % 9]
+        match i % 4:
+            case 0:
+                out.append(f"The user enjoys {t} with {p} in {c} (note {i}).")
+            case 1:
+                out.append(f"{p} told the user that {t} classes in {c} start in week {i % 52}.")
+            case 2:
+                out.append(f"The user plans a trip to {c} to try {t}, item {i}.")
+            case _:
+                out.append(f"用户和{p}在{c}一起练习{t}，第{i}条。")
+    return out
+
+
+def make_nodes(cube: str, texts: list[str]) -> list[MemoryItem]:
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    return [MemoryItem(id=stable_id("bench", cube, i), memory=text, metadata=MemoryMetadata(
+        user_id=cube, cube_id=cube, memory_type="UserMemory" if i % 3 == 0 else "LongTermMemory",
+        key=" ".join(text.split()[:4]), tags=(THINGS[(i // 10) % 16], PLACES[(i // 160) % 9]),
+        created_at=base + timedelta(seconds=i), updated_at=base + timedelta(seconds=i)))
+        for i, text in enumerate(texts)]
+
+
+def pct(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000, q))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cubes", type=int, default=50)
+    parser.add_argument("--per-cube", type=int, default=2000)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        settings = Settings(data_dir=Path(tmp), kafka={"partitions": 4})
+        async with EmbeddedStack(settings) as stack:
+            worker = Worker(settings, stack.bootstrap, stack.graph_uri)
+            deps = await worker.open_deps()
+            texts = memory_texts(args.per_cube)
+            t0 = time.perf_counter()
+            vectors = await deps.embedder.embed_passages(texts)
+            print(f"embedded {len(texts)} texts in {time.perf_counter() - t0:.1f}s; loading "
+                  f"{args.cubes} cubes × {args.per_cube} …", flush=True)
+            t0 = time.perf_counter()
+            for c in range(args.cubes):
+                nodes = make_nodes(f"cube{c}", texts)
+                rows = [(n, v.tolist()) for n, v in zip(nodes, vectors, strict=True)]
+                wm = [(working_copy(n), v) for n, v in rows[-20:]]
+                await deps.store.write(rows + wm)
+            print(f"loaded in {time.perf_counter() - t0:.0f}s", flush=True)
+            await worker.stop()
+
+            baseline_embedder = LocalEmbedder()
+            base: list[float] = []
+            for _ in range(args.queries):
+                q = rng.choice(QUERIES)
+                t0 = time.perf_counter()
+                qv = (await baseline_embedder.embed_queries([q]))[0]
+                scores = vectors @ qv
+                np.argpartition(-scores, 10)[:10]
+                base.append(time.perf_counter() - t0)
+
+            async with Worker(settings, stack.bootstrap, stack.graph_uri), \
+                    MemoryClient(settings, stack.bootstrap) as client:
+                for i in range(10):  # warm up: reply partition, metadata, caches
+                    await client.search(f"cube{i}", "warm up", top_k=10)
+                lat: list[float] = []
+                for _ in range(args.queries):
+                    cube = f"cube{rng.randrange(args.cubes)}"
+                    t0 = time.perf_counter()
+                    found = await client.search(cube, rng.choice(QUERIES), top_k=10)
+                    lat.append(time.perf_counter() - t0)
+                    assert found and all(s.item.metadata.cube_id == cube for s in found)
+    p50, p95, b50, b95 = pct(lat, 50), pct(lat, 95), pct(base, 50), pct(base, 95)
+    print(f"{'path':<44}{'p50 ms':>9}{'p95 ms':>9}")
+    print(f"{'in-process: embed + numpy exact (one cube)':<44}{b50:>9.1f}{b95:>9.1f}")
+    print(f"{'Kafka request/reply, fast mode':<44}{p50:>9.1f}{p95:>9.1f}")
+    print(f"ratio p50 {p50 / b50:.2f}×, p95 {p95 / b95:.2f}× "
+          f"(goal: p50 ≤ 60 ms, p95 ≤ 150 ms, ≤ 2× baseline); n={len(lat)}, "
+          f"mean {statistics.mean(lat) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

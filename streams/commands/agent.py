@@ -1,0 +1,12 @@
+"""Command agent: ``memory.commands`` → stores, ``memory.updates``."""
+
+from __future__ import annotations
+
+from streams.app import BoundTopics, register_stage
+from streams.commands.logic import STAGE, run_commands
+from streams.runtime import Deps, StageStats
+from topics.registry import MEMORY_COMMANDS
+
+
+def register(bound: BoundTopics, deps: Deps) -> StageStats:
+    return register_stage(bound, deps, MEMORY_COMMANDS, STAGE, "commands", run_commands)

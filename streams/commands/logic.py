@@ -1,0 +1,121 @@
+"""Command stage (SPEC §3.6): update, delete, delete_cube, dump, load, backup.
+
+Every change is announced on ``memory.updates``. Commands are idempotent: a
+redelivered delete deletes nothing more, a redelivered update writes the same node.
+A command that cannot be carried out raises, so it is retried and then
+dead-lettered with the reason (``memstream dump`` / ``load`` report it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sinks.dump import backup_cube, dump_cube, load_cube
+from streams.runtime import Deps, Outgoing, PermanentError, Record
+from topics.events import (
+    BackupCube,
+    DeleteCube,
+    DeleteNodes,
+    DumpCube,
+    Event,
+    LoadCube,
+    MemoryUpdate,
+    ReorganizeEvent,
+    ReplaceWorkingMemory,
+    UpdateNode,
+)
+from topics.ids import derived_event_id, working_copy_id
+from topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
+
+log = logging.getLogger("memstream.commands")
+STAGE = "commands"
+
+
+class CommandRejected(PermanentError):
+    """The command is not allowed (e.g. changing a frozen node, or the node does not exist)."""
+
+
+def _update(cmd: Event, deps: Deps, action: str, node_id: str | None, **kw: Any) -> Outgoing:
+    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id(action, cmd.event_id, node_id),
+        user_id=cmd.user_id, cube_id=cmd.cube_id, occurred_at=deps.clock(), action=action,  # type: ignore[arg-type]
+        stage=STAGE, node_id=node_id, cause_event_id=cmd.event_id, **kw))
+
+
+async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
+    node = await deps.graph.get_node(cmd.cube_id, cmd.node_id)
+    if node is None:
+        raise CommandRejected(f"node {cmd.node_id} not found in cube {cmd.cube_id}")
+    if node.metadata.frozen and cmd.frozen is not False:
+        raise CommandRejected(f"node {cmd.node_id} is frozen; unfreeze it first (frozen=false)")
+    changes: dict[str, Any] = {"updated_at": cmd.occurred_at}
+    for name in ("key", "tags", "status", "frozen"):
+        if (value := getattr(cmd, name)) is not None:
+            changes[name] = value
+    updated = node.evolve(**changes)
+    if cmd.memory is not None and cmd.memory != node.memory:
+        updated = updated.model_copy(update={"memory": cmd.memory})
+        vector = (await deps.embedder.embed_passages([cmd.memory]))[0]
+        await deps.store.write([(updated, vector.tolist())])
+    else:
+        await deps.graph.update_node(cmd.cube_id, updated)
+        if "status" in changes:
+            await deps.store.set_status(cmd.cube_id, [cmd.node_id], changes["status"])
+    return [_update(cmd, deps, "updated", cmd.node_id, node=updated)]
+
+
+async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
+    nodes = await deps.graph.get_nodes(cmd.cube_id, cmd.node_ids)
+    frozen = [n.id for n in nodes if n.metadata.frozen]
+    if frozen:
+        raise CommandRejected(f"frozen nodes cannot be deleted: {', '.join(frozen)}")
+    ids = [n.id for n in nodes]
+    copies = [working_copy_id(i) for i in ids]
+    await deps.store.delete(cmd.cube_id, [*ids, *copies])
+    out = [_update(cmd, deps, "deleted", i, reason="deleted by command") for i in ids]
+    if ids:
+        out.append(Outgoing(REORGANIZE_HIGH, ReorganizeEvent(
+            event_id=derived_event_id("reorganize-remove", cmd.event_id), user_id=cmd.user_id,
+            cube_id=cmd.cube_id, occurred_at=deps.clock(), op="remove", node_ids=tuple(ids))))
+    return out
+
+
+async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
+    nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
+    return [_update(cmd, deps, "deleted", None,
+                    reason=f"cube erased: {nodes} nodes, {vectors} vectors")]
+
+
+async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
+    match cmd:
+        case UpdateNode():
+            return await update_node(cmd, deps)
+        case DeleteNodes():
+            return await delete_nodes(cmd, deps)
+        case DeleteCube():
+            return await delete_cube(cmd, deps)
+        case DumpCube():
+            cube = await dump_cube(deps.store, cmd.cube_id, cmd.path)
+            log.info("dumped cube %s (%d nodes) to %s", cmd.cube_id, len(cube.nodes), cmd.path)
+            return []
+        case LoadCube():
+            await load_cube(deps.store, cmd.path, cmd.cube_id)
+            return [_update(cmd, deps, "updated", None, reason=f"cube loaded from {cmd.path}")]
+        case BackupCube():
+            result = await backup_cube(deps.store, cmd.cube_id, cmd.directory, cmd.keep_last,
+                                       cmd.drop, deps.clock)
+            return [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
+        case ReplaceWorkingMemory():
+            raise CommandRejected("replace_working_memory is applied by the scheduler's "
+                                  "working-memory sink, which this worker does not run yet")
+    raise CommandRejected(f"unsupported command {type(cmd).__name__}")
+
+
+async def run_commands(records: Sequence[Record[Any]], deps: Deps) -> list[Outgoing]:
+    """One cube's commands, in log order."""
+    out: list[Outgoing] = []
+    for record in records:
+        out.extend(await run_command(record.value, deps))
+    return out

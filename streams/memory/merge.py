@@ -1,0 +1,148 @@
+"""Conflict detection and merging (SPEC §3.2 steps 3–4).
+
+For a new long-term node: find the most similar activated, unfrozen nodes of the
+same type in the cube; the relation judge labels each candidate pair; a
+``redundant`` or ``contradictory`` pair is fused into one node that keeps the new
+node's id, and the old node is archived with a ``MERGED_TO`` edge to it and its
+other edges moved over. Only the judge decides a merge: with this embedder,
+different facts often score above the merge threshold. If the judge fails, the
+threshold decides; if fusion fails, a hard update keeps the newer statement.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from streams.llm.port import LLMError
+from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, Relation
+from streams.prompts.fusion import FUSION, FusionContext
+from streams.runtime import Deps
+from topics.ids import working_copy_id
+from topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
+
+log = logging.getLogger("memstream.merge")
+
+
+@dataclass(frozen=True)
+class Merge:
+    """The outcome of resolving one pair."""
+
+    kept: MemoryItem  # activated: the fused node (or the newer one after a hard update)
+    kept_vector: Sequence[float]
+    archived: MemoryItem  # snapshot after archiving
+    relation: Relation
+    reason: str
+    hard_update: bool
+
+
+def _statement(item: MemoryItem) -> MemoryStatement:
+    md = item.metadata
+    return MemoryStatement(text=item.memory, key=md.key, tags=list(md.tags),
+                           updated_at=md.updated_at)
+
+
+def _union(*groups: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(x for group in groups for x in group if x))
+
+
+async def find_conflict(
+    node: MemoryItem, vector: Sequence[float], deps: Deps, later: frozenset[str] = frozenset()
+) -> tuple[MemoryItem, float, Relation, str] | None:
+    """The first candidate (most similar first) the judge finds redundant or contradictory.
+
+    ``later``: nodes of the same batch that come after this one; they are newer, so they
+    are compared with this node when their turn comes, not now.
+    """
+    cfg = deps.settings.memory
+    md = node.metadata
+    hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(later),
+                                   memory_types=[md.memory_type])
+    for candidate, score in hits:
+        if candidate.id == node.id or candidate.id in later or candidate.metadata.frozen:
+            continue
+        if score < cfg.conflict_threshold:
+            break
+        ctx = JudgeContext(existing=_statement(candidate), new=_statement(node),
+                           similarity=max(-1.0, min(1.0, score)),
+                           merge_threshold=cfg.merge_threshold)
+        try:
+            verdict = await deps.llm.run(RELATION_JUDGE, ctx)
+            relation, reason = verdict.relation, verdict.reason
+        except LLMError as exc:
+            redundant = score >= cfg.merge_threshold
+            relation = "redundant" if redundant else "independent"
+            reason = f"judge failed ({exc.task}); similarity {score:.3f} decided"
+        if relation != "independent":
+            return candidate, score, relation, reason
+    return None
+
+
+async def resolve(
+    old: MemoryItem, new: MemoryItem, new_vector: Sequence[float], relation: Relation,
+    reason: str, deps: Deps,
+) -> Merge:
+    """Fuse ``old`` and ``new`` into the surviving node; archive the other. Not yet written."""
+    hard = False
+    try:
+        fused = await deps.llm.run(FUSION, FusionContext(
+            existing=_statement(old), new=_statement(new), relation=relation))
+    except LLMError as exc:
+        log.warning("fusion failed, hard update (newer wins): %s", exc)
+        hard = True
+    if hard:
+        newer_is_new = new.metadata.updated_at >= old.metadata.updated_at
+        kept_base, loser = (new, old) if newer_is_new else (old, new)
+        kept = kept_base.evolve(
+            tags=_union(kept_base.metadata.tags, loser.metadata.tags),
+            entities=_union(kept_base.metadata.entities, loser.metadata.entities),
+            sources=tuple(dict.fromkeys((*kept_base.metadata.sources, *loser.metadata.sources))),
+            confidence=max(old.metadata.confidence, new.metadata.confidence),
+        )
+        vector = new_vector if newer_is_new else await _embed(deps, kept.memory)
+        return Merge(kept, vector, loser.evolve(status="archived"), relation,
+                     f"{reason}; hard update", True)
+    md_old, md_new = old.metadata, new.metadata
+    merged = MemoryItem(id=new.id, memory=fused.memory, metadata=md_new.model_copy(update={
+        "key": fused.key or md_new.key or md_old.key,
+        "tags": _union(fused.tags, md_new.tags, md_old.tags),
+        "entities": _union(md_new.entities, md_old.entities),
+        "sources": tuple(dict.fromkeys((*md_old.sources, *md_new.sources))),
+        "confidence": max(md_old.confidence, md_new.confidence),
+        "created_at": min(md_old.created_at, md_new.created_at),
+        "updated_at": max(md_old.updated_at, md_new.updated_at),
+        "memory_time": max((t for t in (md_old.memory_time, md_new.memory_time) if t),
+                           default=None),
+        "background": md_new.background or md_old.background,
+    }))
+    vector = new_vector if merged.memory == new.memory else await _embed(deps, merged.memory)
+    return Merge(merged, vector, old.evolve(status="archived"), relation, reason, False)
+
+
+async def _embed(deps: Deps, text: str) -> list[float]:
+    vectors = await deps.embedder.embed_passages([text])
+    return [float(x) for x in vectors[0]]
+
+
+async def apply(merge: Merge, deps: Deps) -> None:
+    """Write the surviving node, archive the other (and its working copy), move edges."""
+    cube = merge.kept.metadata.cube_id
+    archived = merge.archived
+    await deps.store.write([(merge.kept, merge.kept_vector), (archived, await _vector_of(
+        deps, archived, merge))])
+    # Working memory holds what is current: the archived node's copy leaves it.
+    await deps.store.delete(cube, [working_copy_id(archived.id)])
+    await deps.graph.add_edges(cube, [Edge(source=archived.id, target=merge.kept.id,
+                                           type="MERGED_TO", reason=merge.reason[:200])])
+    await deps.graph.redirect_edges(cube, [archived.id], merge.kept.id,
+                                    exclude=sorted(LINEAGE_EDGE_TYPES))
+
+
+async def _vector_of(deps: Deps, item: MemoryItem, merge: Merge) -> Sequence[float]:
+    """The archived node keeps its own vector (from the store, or the new one it came with)."""
+    records = await deps.vectors.get(item.metadata.cube_id, [item.id])
+    if records:
+        return list(records[0].vector)
+    return merge.kept_vector if merge.kept.memory == item.memory else await _embed(
+        deps, item.memory)

@@ -1,0 +1,173 @@
+"""Conflict detection and merging in the add stream — real broker and stores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.fakes.openai_server import Reply
+from tests.support.pipeline import Pipeline
+from tests.support.topics import read_topic
+from topics.events import ExtractedMemory, MemoryUpdate
+from topics.models import Edge, MemoryItem
+from topics.registry import MEMORY_ITEMS, MEMORY_UPDATES
+
+T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+
+async def say(pipeline: Pipeline, cube: str, *texts: str, **fields: Any) -> None:
+    """Each text as its own event, a day apart, and wait until all are applied."""
+    token = None
+    for i, text in enumerate(texts):
+        item = ExtractedMemory(user_id=cube, memory=text, occurred_at=T0 + timedelta(days=i),
+                               **fields)
+        token = await pipeline.client.publish(MEMORY_ITEMS, item)
+    assert token is not None
+    await pipeline.client.wait_applied(token, timeout=60)
+
+
+async def nodes_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
+    out: dict[str, list[MemoryItem]] = {}
+    for memory_type in ("LongTermMemory", "UserMemory"):
+        for node in await pipeline.deps.graph.all_of_type(cube, memory_type, status=None):
+            out.setdefault(node.metadata.status, []).append(node)
+    return out
+
+
+async def merged_to(pipeline: Pipeline, cube: str, archived: MemoryItem) -> list[str]:
+    edges = await pipeline.deps.graph.edges_of(cube, archived.id, ["MERGED_TO"], "out")
+    return [e.target for e in edges]
+
+
+async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pipeline) -> None:
+    await say(pipeline, "p1", "The user loves hiking in the mountains.",
+              "The user really enjoys mountain hiking.")
+    nodes = await nodes_by_status(pipeline, "p1")
+    (active,), (archived,) = nodes["activated"], nodes["archived"]
+    assert archived.memory == "The user loves hiking in the mountains."
+    assert await merged_to(pipeline, "p1", archived) == [active.id]
+    # working memory holds only the current statement
+    working = await pipeline.deps.graph.all_of_type("p1", "WorkingMemory")
+    assert [w.metadata.origin_id for w in working] == [active.id]
+    updates = [u for u in await read_topic(pipeline.settings, pipeline.bootstrap,
+                                           MEMORY_UPDATES) if u.cube_id == "p1"]
+    merged = [u for u in updates if u.action == "merged"]
+    assert len(merged) == 1 and merged[0].related_ids == (archived.id,)
+    assert merged[0].reason.startswith("redundant")
+    assert [u.node_id for u in updates if u.action == "archived"] == [archived.id]
+    # archived memories are not returned by search
+    found = await pipeline.client.search("p1", "hiking")
+    assert archived.id not in {s.item.id for s in found}
+    assert active.id in {s.item.id for s in found}
+
+
+async def test_a_move_archives_the_old_place_in_english_and_chinese(pipeline: Pipeline) -> None:
+    await say(pipeline, "p2", "Alice lives in Berlin.", "Alice moved to Lisbon.")
+    await say(pipeline, "p3", "用户的朋友小王住在上海。", "小王搬到了北京。")
+    for cube, new_place, old_place in (("p2", "Lisbon", "Berlin"), ("p3", "北京", "上海")):
+        nodes = await nodes_by_status(pipeline, cube)
+        (active,), (archived,) = nodes["activated"], nodes["archived"]
+        assert new_place in active.memory and old_place not in active.memory
+        assert old_place in archived.memory
+        assert await merged_to(pipeline, cube, archived) == [active.id]
+
+
+async def test_independent_statements_are_both_kept(pipeline: Pipeline) -> None:
+    await say(pipeline, "p4", "The user is allergic to peanuts.",
+              "The user's sister plays the violin.", "The user works as a nurse in Oslo.")
+    nodes = await nodes_by_status(pipeline, "p4")
+    assert len(nodes["activated"]) == 3 and "archived" not in nodes
+
+
+async def test_frozen_nodes_are_never_merged(pipeline: Pipeline) -> None:
+    await say(pipeline, "p5", "Alice lives in Berlin.")
+    (node,) = (await nodes_by_status(pipeline, "p5"))["activated"]
+    await pipeline.deps.graph.update_node("p5", node.evolve(frozen=True))
+    await say(pipeline, "p5", "Alice moved to Lisbon.")
+    nodes = await nodes_by_status(pipeline, "p5")
+    assert {n.memory for n in nodes["activated"]} == {"Alice lives in Berlin.",
+                                                      "Alice moved to Lisbon."}
+
+
+async def test_edges_of_the_merged_node_move_to_the_new_node(pipeline: Pipeline) -> None:
+    await say(pipeline, "p6", "The user loves hiking in the mountains.",
+              "The user bought new hiking boots.")
+    old = next(n for n in (await nodes_by_status(pipeline, "p6"))["activated"]
+               if "loves" in n.memory)
+    other = next(n for n in (await nodes_by_status(pipeline, "p6"))["activated"]
+                 if "boots" in n.memory)
+    graph = pipeline.deps.graph
+    await graph.add_edges("p6", [Edge(source=other.id, target=old.id, type="CAUSE"),
+                                 Edge(source=old.id, target=other.id, type="RELATE_TO")])
+    await say(pipeline, "p6", "The user really enjoys mountain hiking.")
+    nodes = await nodes_by_status(pipeline, "p6")
+    (archived,) = nodes["archived"]
+    assert archived.id == old.id
+    (new_id,) = await merged_to(pipeline, "p6", archived)
+    assert await graph.edge_exists("p6", other.id, new_id, "CAUSE")
+    assert await graph.edge_exists("p6", new_id, other.id, "RELATE_TO")
+    assert not await graph.edge_exists("p6", other.id, old.id, "CAUSE")
+
+
+async def test_replaying_the_input_changes_nothing(pipeline: Pipeline) -> None:
+    texts = ["Alice lives in Berlin.", "The user loves hiking in the mountains.",
+             "Alice moved to Lisbon.", "The user really enjoys mountain hiking.",
+             "用户的朋友小王住在上海。", "小王搬到了北京。"]
+    items = [ExtractedMemory(user_id="p7", memory=t, occurred_at=T0 + timedelta(days=i))
+             for i, t in enumerate(texts)]
+    for item in items:
+        token = await pipeline.client.publish(MEMORY_ITEMS, item)
+    await pipeline.client.wait_applied(token, timeout=60)
+    before = await pipeline.deps.graph.export_cube("p7")
+    updates_before = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
+    for item in items:  # the very same events again: a replay or a redelivery
+        token = await pipeline.client.publish(MEMORY_ITEMS, item)
+    await pipeline.client.wait_applied(token, timeout=60)
+    after = await pipeline.deps.graph.export_cube("p7")
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
+    assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 3
+    updates_after = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
+    assert len(updates_after) == len(updates_before)
+
+
+async def test_an_llm_failure_during_fusion_falls_back_to_a_hard_update(
+    pipeline_with_llm: Pipeline,
+) -> None:
+    pipeline = pipeline_with_llm
+    server = pipeline.llm_server
+    server.route("Decide how the NEW memory relates", Reply.json({"relation": "contradictory",
+                                         "reason": "she moved"}), where="system")
+    server.handler = lambda request: Reply.http_error(500, "fusion model down")
+    await say(pipeline, "p8", "Alice lives in Berlin.", "Alice moved to Lisbon.")
+    nodes = await nodes_by_status(pipeline, "p8")
+    (active,), (archived,) = nodes["activated"], nodes["archived"]
+    assert active.memory == "Alice moved to Lisbon."  # the newer statement, unchanged
+    assert archived.memory == "Alice lives in Berlin."
+    assert await merged_to(pipeline, "p8", archived) == [active.id]
+    merged = [u for u in await read_topic(pipeline.settings, pipeline.bootstrap,
+                                          MEMORY_UPDATES) if u.cube_id == "p8"
+              and isinstance(u, MemoryUpdate) and u.action == "merged"]
+    assert "hard update" in merged[0].reason
+
+
+async def test_the_scripted_model_fuses_a_contradiction(pipeline_with_llm: Pipeline) -> None:
+    pipeline = pipeline_with_llm
+    server = pipeline.llm_server
+    server.route("Decide how the NEW memory relates",
+                 Reply.json({"relation": "contradictory", "reason": "moved"}), where="system")
+    server.handler = lambda request: Reply.json({
+        "memory": "Alice moved from Berlin to Lisbon.", "key": "Alice residence",
+        "tags": ["residence"]})
+    await say(pipeline, "p9", "Alice lives in Berlin.", "Alice moved to Lisbon.",
+              tags=("alice",))
+    nodes = await nodes_by_status(pipeline, "p9")
+    (active,), (archived,) = nodes["activated"], nodes["archived"]
+    assert archived.memory == "Alice lives in Berlin."
+    assert active.memory == "Alice moved from Berlin to Lisbon."
+    assert set(active.metadata.tags) == {"residence", "alice"}
+    assert active.metadata.updated_at == T0 + timedelta(days=1)
+    assert active.metadata.created_at == T0
+    vec = (await pipeline.deps.vectors.get("p9", [active.id]))[0].vector
+    expected = (await pipeline.deps.embedder.embed_passages([active.memory]))[0]
+    assert abs(sum(a * b for a, b in zip(vec, expected, strict=True)) - 1.0) < 1e-3
