@@ -119,3 +119,6 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     DEAD_LETTER,
 )
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
+
+# The topics a worker consumes today (its lag is what `memstream status` reports).
+WORKER_INPUTS: tuple[TopicSpec, ...] = (CONVERSATIONS, MEMORY_ITEMS, MEMORY_COMMANDS, REQUESTS)
