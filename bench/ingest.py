@@ -28,7 +28,13 @@ from streams.memory.logic import add_memories  # noqa: E402
 from streams.runtime import RawRecord, Record  # noqa: E402
 from streams.worker import Worker  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402
-from topics.events import ConversationChunk, ExtractedMemory, Message, Origin  # noqa: E402
+from topics.events import (  # noqa: E402
+    ConversationChunk,
+    ExtractedMemory,
+    MemoryUpdate,
+    Message,
+    Origin,
+)
 from topics.settings import Settings  # noqa: E402
 
 SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
@@ -103,28 +109,30 @@ async def in_process_path(settings: Settings, bootstrap: str, graph_uri: str, n:
 
 
 async def latency(settings: Settings, bootstrap: str, graph_uri: str, n: int) -> list[float]:
-    """Seconds from publishing one chunk to the first `added` update it causes."""
+    """Seconds from publishing one chunk to the first update it causes (added or merged)."""
     out: list[float] = []
     async with Worker(settings, bootstrap, graph_uri), MemoryClient(settings, bootstrap) as client:
         base = datetime(2026, 2, 1, tzinfo=UTC)
-        updates = client.updates()
-        first = asyncio.ensure_future(anext(updates))
-        await asyncio.sleep(0.5)  # the follower is positioned at the end
+        queue: asyncio.Queue[tuple[float, MemoryUpdate]] = asyncio.Queue()
+
+        async def follow() -> None:
+            async for update in client.updates():
+                queue.put_nowait((time.perf_counter(), update))
+
+        follower = asyncio.create_task(follow())
+        await asyncio.sleep(1.0)  # the follower is positioned at the end
         for i in range(n):
             t0 = time.perf_counter()
-            await client.add_messages("latency", chunk_messages(1000 + i, base))
+            token = await client.add_messages("latency", chunk_messages(1000 + i, base))
             while True:
-                update = await asyncio.wait_for(first, timeout=60)
-                first = asyncio.ensure_future(anext(updates))
-                if update.action == "added":
+                at, update = await asyncio.wait_for(queue.get(), timeout=60)
+                origin = update.origin
+                if (update.action in ("added", "merged") and origin is not None
+                        and (origin.partition, origin.offset) == (token.partition, token.offset)):
+                    out.append(at - t0)
                     break
-            out.append(time.perf_counter() - t0)
-            # drain the rest of this chunk's updates
-            await asyncio.sleep(0.3)
-            while first.done():
-                first.result()
-                first = asyncio.ensure_future(anext(updates))
-        first.cancel()
+            await client.wait_applied(token, timeout=60)  # one chunk at a time
+        follower.cancel()
     return out
 
 

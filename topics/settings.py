@@ -114,7 +114,7 @@ class WorkerSettings(BaseModel):
     """How a stage worker batches, retries and dead-letters."""
 
     batch_size: int = Field(default=32, ge=1)
-    batch_within_s: float = Field(default=0.2, gt=0)
+    batch_within_s: float = Field(default=0.05, gt=0)  # bounds the wait a lone event adds per stage
     commit_interval_s: float = Field(default=0.5, gt=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)

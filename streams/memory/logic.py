@@ -127,7 +127,9 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                 merge = await resolve(old, node, row, relation, reason, deps)
         base: dict[str, Any] = {
             "user_id": node.metadata.user_id, "cube_id": cube_id, "occurred_at": now,
-            "stage": STAGE, "cause_event_id": record.value.event_id, "origin": record.origin}
+            "stage": STAGE, "cause_event_id": record.value.event_id,
+            # the source chunk's position when there is one, else the item's own
+            "origin": record.value.origin or record.origin}
         if merge is None:
             out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
                 event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
