@@ -224,6 +224,10 @@ class VectorStore(Protocol):
 
     async def count(self, cube_id: str | None = None) -> int: ...
 
+    async def all_records(self, cube_id: str) -> list[VectorRecord]:
+        """Every record of one cube (with vectors)."""
+        ...
+
     async def search(
         self,
         cube_id: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import VectorStore
+from sinks.vector_cache import CachedVectorStore
 from topics.settings import Settings
 
 
@@ -15,10 +16,13 @@ def create_vector_store(settings: Settings, dim: int) -> VectorStore:
     """
     vector = settings.vector
     token = vector.token.get_secret_value() if vector.token is not None else None
-    return MilvusVectorStore(
+    store = MilvusVectorStore(
         uri=settings.milvus_uri,
         collection=vector.collection,
         dim=dim,
         token=token,
         index_type=vector.index_type,
     )
+    if store.is_lite and vector.lite_cache_max_vectors > 0:
+        return CachedVectorStore(store, max_vectors=vector.lite_cache_max_vectors)
+    return store

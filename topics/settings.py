@@ -51,6 +51,9 @@ class VectorSettings(BaseModel):
     token: SecretStr | None = None
     collection: str = "memstream_memories"
     index_type: Literal["FLAT", "AUTOINDEX", "HNSW", "IVF_FLAT"] = "FLAT"
+    # In-memory per-cube index in front of a Milvus Lite file (its only writer is the
+    # worker, so it stays exact); vectors kept at most; 0 turns it off.
+    lite_cache_max_vectors: int = Field(default=200_000, ge=0)
 
 
 class LLMSettings(BaseModel):
@@ -151,6 +154,17 @@ class SchedulerSettings(BaseModel):
     top_k: int = Field(default=10, ge=2)
     near_duplicate_threshold: float = 0.75
     min_chars: int = 6
+    # The local multilingual-e5-small scores unrelated memories 0.71-0.94 (passage vs passage)
+    # and rewordings 0.95-0.99, so 0.75 would call nearly everything a duplicate: with the
+    # ``local`` embedder this threshold applies instead of ``near_duplicate_threshold``.
+    local_near_duplicate_threshold: float = Field(default=0.95, ge=0, le=1)
+    history_length: int = Field(default=10, ge=1)  # queries kept per cube (faust Table)
+    context_queries: int = Field(default=3, ge=1)  # latest queries the model steps see
+    # None: the rules filter's language-aware e5 floors (streams.prompts.scheduler_rank).
+    filter_similarity_floor: float | None = Field(default=None, ge=-1, le=1)
+    # How long the scheduler trusts its last replacement over a graph that does not show it
+    # yet (the working-memory sink is a separate agent and may lag by a batch).
+    pending_replacement_s: float = Field(default=10.0, ge=0)
 
 
 class Settings(BaseSettings):

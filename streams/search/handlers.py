@@ -119,8 +119,9 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
         case SearchRequest():
             if req.after is not None:
                 await wait(req.after, deps.settings.search.after_timeout_s)
-            await _ensure_cube(deps, req.cube_id)
             found, mode = await search(req, deps)
+            if not found:  # only an empty answer needs to know whether the cube exists
+                await _ensure_cube(deps, req.cube_id)
             return SearchResult(memories=tuple(found), mode_used=mode), [s.item for s in found]  # type: ignore[arg-type]
         case SubgraphRequest():
             await _ensure_cube(deps, req.cube_id)

@@ -95,12 +95,9 @@ async def recall(
     types = requested_types(req.memory_type)
     stored = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
-
-    async def working() -> list[MemoryItem]:
-        if "WorkingMemory" not in types:
-            return []
-        items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
-        return [i for i in items if matches_all(i, filters)]
+    # Working memory holds at most its capacity, so a vector search with a pool at least that
+    # large scores every working-memory item, in the same call as long-term recall.
+    pool = max(top_k, deps.settings.memory.working_memory_capacity)
 
     async def by_key() -> list[MemoryItem]:
         if not stored or not goal.keys:
@@ -121,15 +118,19 @@ async def recall(
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
-    async def by_vector(vec: np.ndarray) -> list[MemoryItem]:
-        if not stored:
+    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
+                        ) -> list[MemoryItem]:
+        if not memory_types:
             return []
-        hits = await deps.store.search(req.cube_id, vec.tolist(), top_k,
-                                       memory_types=stored, filters=filters)
+        hits = await deps.store.search(req.cube_id, vec.tolist(), k,
+                                       memory_types=list(memory_types), filters=filters)
         return [item for item, _ in hits]
 
-    results = await asyncio.gather(working(), by_key(), by_tags(),
-                                   *(by_vector(v) for v in vectors))
+    working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
+    results = await asyncio.gather(
+        by_key(), by_tags(),
+        by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0)),
+        *(by_vector(v, stored, top_k) for v in vectors[1:]))
     for nodes in results:
         found.add(nodes)
     return found

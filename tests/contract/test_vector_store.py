@@ -16,6 +16,7 @@ import pytest
 
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import Filter, StoreError, VectorRecord, VectorStore
+from sinks.vector_cache import CachedVectorStore
 from tests.contract.vector_fixtures import CONTRACT_DIM, make_vector_store
 from topics.models import MemoryType, Status
 
@@ -341,3 +342,37 @@ async def test_milvus_lite_file_held_by_another_process_is_a_clear_error(
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_all_records_returns_one_cube_whole(vector_store: VectorStore) -> None:
+    mine = [rec(f"a{i}", vector=vec(i), tags=(f"t{i}",)) for i in range(30)]
+    await vector_store.upsert([*mine, rec("b1", cube="cube-b", vector=vec(99))])
+    await vector_store.delete("cube-a", ["a0"])
+    got = {r.id: r for r in await vector_store.all_records("cube-a")}
+    assert set(got) == {f"a{i}" for i in range(1, 30)}
+    assert got["a7"].tags == ("t7",)
+    np.testing.assert_allclose(got["a7"].vector, np.float32(vec(7)), rtol=0, atol=0)
+    assert await vector_store.all_records("cube-none") == []
+
+
+async def test_the_cache_never_makes_a_search_wait_for_a_cold_cube(
+    milvus_lite_uri: str, vector_collection: str
+) -> None:
+    """A miss is answered by Milvus while the cube loads; later reads come from memory and
+    see writes made during and after the load."""
+    inner = MilvusVectorStore(milvus_lite_uri, vector_collection, dim=CONTRACT_DIM)
+    cache = CachedVectorStore(inner)
+    await cache.ensure_collection()
+    try:
+        await inner.upsert([rec(f"n{i}", vector=vec(i)) for i in range(50)])
+        cold = await cache.search("cube-a", vec(3), 5)
+        assert cold[0].id == "n3"
+        await cache.upsert([rec("late", vector=vec(3))])  # may race the background load
+        assert await cache.warm("cube-a") is not None
+        await inner.delete("cube-a", ["n3"])  # behind the cache's back: proves reads are cached
+        warm = await cache.search("cube-a", vec(3), 5)
+        assert {h.id for h in warm[:2]} == {"n3", "late"}
+        assert await cache.count("cube-a") == 51
+    finally:
+        await inner.drop()
+        await cache.close()

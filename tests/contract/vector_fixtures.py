@@ -17,8 +17,9 @@ from sinks.falkordb import FalkorDBGraphStore
 from sinks.memory_store import MemoryStore
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import VectorStore
+from sinks.vector_cache import CachedVectorStore
 
-VECTOR_BACKENDS = ["milvus-lite"]
+VECTOR_BACKENDS = ["milvus-lite", "milvus-lite-cached"]
 CONTRACT_DIM = 16
 
 
@@ -36,6 +37,10 @@ def make_vector_store(backend: str, milvus_lite_uri: str, collection: str, dim: 
     match backend:
         case "milvus-lite":
             return MilvusVectorStore(milvus_lite_uri, collection, dim=dim)
+        case "milvus-lite-cached":
+            # waits for loads, so every read of the suite goes through the in-memory index
+            inner = MilvusVectorStore(milvus_lite_uri, collection, dim=dim)
+            return CachedVectorStore(inner, wait_for_load=True)
         case _:
             raise AssertionError(f"unknown vector backend {backend}")
 
@@ -58,8 +63,9 @@ async def vector_store(
     store = make_vector_store(vector_backend, milvus_lite_uri, vector_collection, CONTRACT_DIM)
     await store.ensure_collection()
     yield store
-    if isinstance(store, MilvusVectorStore):
-        await store.drop()
+    inner = store.inner if isinstance(store, CachedVectorStore) else store
+    if isinstance(inner, MilvusVectorStore):
+        await inner.drop()
     await store.close()
 
 
