@@ -1,0 +1,166 @@
+"""Concept aggregation (SPEC §3.3, on ``add``): is a group sharing tags worth a concept node?
+
+``AggregateContext`` (the members and the tags they share) in, chat messages out, answers
+validated by ``AggregateResponse``: ``create`` and, when true, the concept's ``key``,
+``value``, ``tags`` and ``background``. The caller writes the concept node and
+``AGGREGATE_TO`` edges from the members. The ``rules`` stand-in creates a concept only
+when at least three members share at least two subject (non-generic) tags.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from streams.llm.port import ChatMessage, Task
+from streams.prompts.members import (
+    MemberNote,
+    clean_tag_list,
+    group_is_chinese,
+    is_generic,
+    joined,
+    listed_keys,
+    members_block,
+    norm_tag,
+    subject_tags,
+)
+from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, language_rule, nonblank
+
+# Rules mode: a concept needs this many members carrying this many common subject tags.
+MIN_MEMBERS = 3
+MIN_SHARED_TAGS = 2
+
+
+class AggregateContext(BaseModel):
+    """A group of memories that share tags, and the shared tags that brought them together."""
+
+    model_config = ConfigDict(frozen=True)
+
+    members: list[MemberNote] = Field(min_length=2)
+    shared_tags: list[str] = Field(default_factory=list)
+
+    _clean = field_validator("shared_tags", mode="before")(nonblank)
+
+
+class AggregateResponse(BaseModel):
+    """Whether to create the concept and, if so, the node to write."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    create: bool
+    key: str = ""
+    value: str = ""
+    tags: list[str] = Field(default_factory=list)
+    background: str = ""
+
+    @field_validator("key", "value", "background", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        return " ".join(value.split()) if isinstance(value, str) else value
+
+    _tags = field_validator("tags", mode="before")(clean_tag_list)
+
+    @model_validator(mode="after")
+    def _concept_has_content(self) -> AggregateResponse:
+        if self.create and not self.value:
+            raise ValueError("create is true but the concept has no value")
+        if self.create and not self.key:
+            self.key = self.value[:60]
+        return self
+
+
+# --------------------------------------------------------------------------- prompt text
+
+_SYSTEM = """\
+You organise the long-term memory of a personal assistant. The memories below share some \
+tags. Decide whether a higher-level concept node is worth creating for them: one statement \
+that captures what they have in common and that would help the assistant on its own, such \
+as "The user is a keen mountain hiker: trips to the Alps and the Dolomites, new hiking boots, \
+training for a 3,000 m summit."
+
+Answer "create": false when the overlap is trivial: the shared tags are generic (like \
+"preference", "plan", "habit", "event", "user", "偏好", "计划") or the memories merely share \
+a word, a date or a place while being about different things. Answer false also when the \
+group has nothing to say beyond its members. When in doubt, answer false.
+
+When "create" is true:
+- key: a short title of a few words naming the concept.
+- value: one or two sentences stating the common concept and the main specifics of the \
+members. Use only what the memories say; add no facts, names or dates of your own.
+- tags: 2 to 5 short subject tags.
+- background: one sentence on what the concept combines (how many memories, about what).
+- {language}
+
+{json_only}
+{{"create": true | false, "key": "...", "value": "...", "tags": ["..."], "background": "..."}}"""
+
+
+def render(ctx: AggregateContext) -> list[ChatMessage]:
+    """The rules, then the shared tags and the numbered members."""
+    language = language_rule(
+        [m.text for m in ctx.members], "key, value, tags and background", source="group"
+    )
+    shared = ", ".join(ctx.shared_tags) if ctx.shared_tags else "(none given)"
+    user = "\n\n".join([
+        f"Shared tags: {shared}",
+        f"Memories ({len(ctx.members)}):\n{members_block(ctx.members)}",
+        "Is a concept node worth creating? " + JSON_ONLY_TAIL,
+    ])
+    return [
+        {"role": "system", "content": _SYSTEM.format(language=language, json_only=JSON_ONLY)},
+        {"role": "user", "content": user},
+    ]
+
+
+# --------------------------------------------------------------------------- rules stand-in
+
+
+def rules(ctx: AggregateContext) -> AggregateResponse:
+    """A concept when ≥ 3 members share ≥ 2 subject tags; key and value from tags and keys."""
+    common = _common_subject_tags(ctx)
+    if len(common) < MIN_SHARED_TAGS:
+        return AggregateResponse(create=False)
+    wanted = {norm_tag(t) for t in common}
+    holders = [
+        m for m in ctx.members
+        if len(wanted & {norm_tag(t) for t in m.tags}) >= MIN_SHARED_TAGS
+    ]
+    if len(holders) < MIN_MEMBERS:
+        return AggregateResponse(create=False)
+    zh = group_is_chinese(holders)
+    title = joined(common[:3], zh)
+    keys = listed_keys(holders, zh)
+    if zh:
+        value = f"概念：{title}——{len(holders)}条记忆：{keys}"
+        background = f"汇总了{len(holders)}条共同带有标签{joined(common, zh)}的记忆。"
+    else:
+        value = f"Concept: {title} — {len(holders)} memories: {keys}"
+        background = f"Aggregates {len(holders)} memories sharing the tags {joined(common, zh)}."
+    return AggregateResponse(
+        create=True, key=title, value=value, tags=common[:5], background=background
+    )
+
+
+def _common_subject_tags(ctx: AggregateContext) -> list[str]:
+    """Subject tags that at least ``MIN_MEMBERS`` members carry, the given shared tags first."""
+    counted = dict(
+        (norm_tag(tag), (tag, n))
+        for tag, n in subject_tags([m for m in ctx.members if m.tags])
+    )
+    order = [norm_tag(t) for t in ctx.shared_tags if not is_generic(t)] + list(counted)
+    out: list[str] = []
+    for norm in dict.fromkeys(order):
+        if norm in counted and counted[norm][1] >= MIN_MEMBERS:
+            out.append(counted[norm][0])
+    return out
+
+
+AGGREGATE: Task[AggregateContext, AggregateResponse] = Task(
+    name="reorganize.aggregate",
+    render=render,
+    response=AggregateResponse,
+    rules=rules,
+)

@@ -1,0 +1,239 @@
+"""The optimizer's group tasks: concept aggregation and cluster summaries, prompts and stand-ins."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from streams.llm.openai_llm import OpenAILLM
+from streams.llm.rules import RulesLLM
+from streams.prompts.aggregate import AGGREGATE, AggregateContext, AggregateResponse
+from streams.prompts.aggregate import render as render_aggregate
+from streams.prompts.aggregate import rules as rules_aggregate
+from streams.prompts.members import MemberNote, is_generic, ranked_tags
+from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from streams.prompts.summary import render as render_summary
+from streams.prompts.summary import rules as rules_summary
+from tests.fakes.openai_server import Reply, ScriptedOpenAI
+from topics.models import MemoryItem, MemoryMetadata
+
+
+def m(text: str, key: str = "", *tags: str) -> MemberNote:
+    return MemberNote(text=text, key=key, tags=list(tags))
+
+
+HIKING = [
+    m("The user hiked the Zugspitze in July 2024.", "Zugspitze hike", "hiking", "mountains",
+      "preference"),
+    m("The user bought new hiking boots for the Alps.", "new hiking boots", "Hiking", "gear",
+      "mountains"),
+    m("The user plans to climb Mont Blanc next summer.", "Mont Blanc plan", "mountains",
+      "hiking", "plan"),
+    m("The user prefers hut-to-hut tours over camping.", "hut-to-hut tours", "hiking",
+      "preference"),
+]
+ZH_COOKING = [
+    m("用户周末喜欢包饺子，最爱韭菜鸡蛋馅。", "周末包饺子", "饺子", "做饭", "偏好"),
+    m("用户最近在学做川菜，已经会做麻婆豆腐了。", "学做川菜", "川菜", "做饭", "学习"),
+    m("用户每天早上自己煮粥。", "早上煮粥", "早餐", "做饭", "习惯"),
+    m("用户做菜从来不放辣椒。", "做菜不放辣", "做饭", "辣椒", "偏好"),
+]
+
+
+# --------------------------------------------------------------------------- members helpers
+
+
+def test_generic_tags_are_kinds_of_memory_not_subjects() -> None:
+    for tag in ("preference", "Plan", "user", "habit", "偏好", "计划", "个人信息", " ", "x"):
+        assert is_generic(tag), tag
+    for tag in ("hiking", "Berlin", "饺子", "猫", "AWS"):
+        assert not is_generic(tag), tag
+
+
+def test_member_from_a_stored_node() -> None:
+    item = MemoryItem(id="c1", memory="Memories about hiking: …", metadata=MemoryMetadata(
+        user_id="u", cube_id="u", memory_type="LongTermMemory", key="hiking",
+        tags=("hiking", "alps"), hierarchy_level="concept"))
+    assert MemberNote.of(item) == m("Memories about hiking: …", "hiking", "hiking", "alps")
+
+
+def test_ranked_tags_count_each_member_once_case_insensitively() -> None:
+    ranked = ranked_tags([["hiking", "Hiking", "gear"], ["HIKING", "alps"], ["alps"]])
+    assert ranked == [("hiking", 2), ("alps", 2), ("gear", 1)]
+
+
+# --------------------------------------------------------------------------- cluster summary
+
+
+def test_summary_key_is_the_most_common_subject_tags() -> None:
+    answer = rules_summary(SummaryContext(members=HIKING, level="concept"))
+    # "preference" is as common as "mountains" but says nothing about the subject.
+    assert answer.key == "hiking, mountains"
+    assert answer.tags[:2] == ["hiking", "mountains"] and "preference" not in answer.tags
+    assert answer.value.startswith("Memories about hiking, mountains: ")
+    for member in HIKING:
+        assert member.key in answer.value
+    assert answer.background.startswith("Combines 4 memories: ")
+
+
+def test_chinese_cluster_gets_a_chinese_summary() -> None:
+    answer = rules_summary(SummaryContext(members=ZH_COOKING, level="concept"))
+    assert answer.key.startswith("做饭")
+    assert answer.value.startswith("关于做饭") and "周末包饺子" in answer.value
+    assert answer.background.startswith("汇总了4条记忆")
+    assert "偏好" not in answer.tags
+
+
+def test_the_language_is_the_language_of_most_members() -> None:
+    mixed = ZH_COOKING[:3] + [m("The user bakes sourdough bread.", "sourdough", "baking")]
+    assert rules_summary(SummaryContext(members=mixed)).value.startswith("关于")
+    mostly_en = HIKING + ZH_COOKING[:1]
+    assert rules_summary(SummaryContext(members=mostly_en)).value.startswith("Memories about")
+
+
+def test_a_third_title_tag_needs_more_than_one_member() -> None:
+    members = [
+        m("The user runs 10 km on Sundays.", "Sunday run", "running", "fitness", "sunday"),
+        m("The user signed up for the Berlin marathon.", "Berlin marathon", "running",
+          "fitness", "marathon"),
+        m("The user bought running shoes.", "running shoes", "running", "gear", "marathon"),
+    ]
+    assert rules_summary(SummaryContext(members=members)).key == "running, fitness, marathon"
+    assert rules_summary(SummaryContext(members=members[:2])).key == "running, fitness"
+
+
+def test_untagged_members_are_titled_from_their_text() -> None:
+    members = [m("The user adopted a cat named Miso."), m("Miso the cat sleeps on the sofa.")]
+    answer = rules_summary(SummaryContext(members=members))
+    assert "miso" in answer.key.lower()
+    # Members without a key are listed by the first words of their text.
+    assert "The user adopted a cat named;" in answer.value
+
+
+def test_long_clusters_list_a_few_keys_and_count_the_rest() -> None:
+    members = [m(f"The user visited museum number {i} in Paris.", f"museum {i}", "museums",
+                 "paris") for i in range(12)]
+    answer = rules_summary(SummaryContext(members=members))
+    assert "museum 0" in answer.value and "museum 4" in answer.value
+    assert "museum 5;" not in answer.value and "and 7 more" in answer.value
+    assert answer.background.startswith("Combines 12 memories")
+
+
+def test_topic_level_counts_concepts() -> None:
+    concepts = [m("Memories about hiking, mountains: …", "hiking, mountains", "hiking"),
+                m("Memories about skiing: …", "skiing", "skiing", "winter")]
+    answer = rules_summary(SummaryContext(members=concepts, level="topic"))
+    assert answer.background.startswith("Combines 2 concepts")
+    zh = rules_summary(SummaryContext(members=[m("关于做饭的记忆：…", "做饭", "做饭")],
+                                      level="topic"))
+    assert zh.background.startswith("汇总了1个概念")
+
+
+def test_summary_response_validation() -> None:
+    answer = SummaryResponse.model_validate(
+        {"key": " Hiking ", "value": "The user  hikes.", "tags": "hiking, alps，hiking",
+         "background": None}
+    )
+    assert (answer.key, answer.value, answer.tags, answer.background) == (
+        "Hiking", "The user hikes.", ["hiking", "alps"], "")
+    with pytest.raises(ValidationError, match="key"):
+        SummaryResponse.model_validate({"key": "", "value": "x"})
+    with pytest.raises(ValidationError, match="value"):
+        SummaryResponse.model_validate({"key": "k"})
+
+
+def test_summary_prompt() -> None:
+    system, user = render_summary(SummaryContext(members=HIKING, level="concept"))
+    text = user["content"]
+    assert "[0] key: Zugspitze hike | tags: hiking, mountains, preference |" in text
+    assert HIKING[3].text in text and "Level: concept" in text
+    assert "CONCEPT summary" in system["content"] and "Add no facts" in system["content"]
+    assert "The group is in English" in system["content"]
+    assert "JSON object and nothing else" in system["content"]
+    topic = render_summary(SummaryContext(members=ZH_COOKING, level="topic"))[0]["content"]
+    assert "TOPIC summary" in topic and "The group is in Chinese" in topic
+
+
+async def test_summary_through_both_providers(scripted_openai: ScriptedOpenAI) -> None:
+    ctx = SummaryContext(members=HIKING)
+    assert (await RulesLLM().run(CLUSTER_SUMMARY, ctx)).key == "hiking, mountains"
+    scripted_openai.enqueue(Reply.json({
+        "key": "Mountain hiking", "value": "The user is a keen mountain hiker.",
+        "tags": ["hiking", "alps"], "background": "Combines 4 hiking memories.",
+    }))
+    llm = OpenAILLM(scripted_openai.llm_settings())
+    answer = await llm.run(CLUSTER_SUMMARY, ctx)
+    await llm.close()
+    assert answer.key == "Mountain hiking" and answer.tags == ["hiking", "alps"]
+
+
+# --------------------------------------------------------------------------- aggregate
+
+
+def test_aggregate_three_members_sharing_two_subject_tags() -> None:
+    answer = rules_aggregate(AggregateContext(members=HIKING, shared_tags=["hiking"]))
+    assert answer.create
+    assert answer.key == "hiking, mountains"
+    assert answer.value.startswith("Concept: hiking, mountains — 3 memories: ")
+    # Only the three members that carry both tags are in the concept.
+    assert "Zugspitze hike" in answer.value and "hut-to-hut" not in answer.value
+    assert answer.tags == ["hiking", "mountains"]
+    assert "3 memories" in answer.background
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        # generic tags only
+        [m("The user likes jazz.", "jazz", "preference", "user", "music"),
+         m("The user likes sushi.", "sushi", "preference", "user", "food"),
+         m("The user likes cats.", "cats", "preference", "user", "animals")],
+        # two subject tags, but on two members only
+        HIKING[:2] + [m("The user likes sushi.", "sushi", "food", "preference")],
+        # three members, one subject tag in common
+        [m("The user runs on Sundays.", "run", "running", "sunday"),
+         m("The user runs a marathon in May.", "marathon", "running", "race"),
+         m("The user bought running shoes.", "shoes", "running", "gear")],
+    ],
+)
+def test_aggregate_declines_trivial_overlaps(members: list[MemberNote]) -> None:
+    answer = rules_aggregate(AggregateContext(members=members, shared_tags=["preference"]))
+    assert answer.create is False and answer.value == ""
+
+
+def test_aggregate_in_chinese() -> None:
+    members = [*ZH_COOKING[:3], m("用户周末常做饺子。", "做饺子", "饺子", "做饭")]
+    answer = rules_aggregate(AggregateContext(members=members, shared_tags=["做饭", "饺子"]))
+    assert not answer.create  # only two members carry both 做饭 and 饺子
+    members.append(m("用户会包三种馅的饺子。", "三种馅饺子", "饺子", "做饭"))
+    answer = rules_aggregate(AggregateContext(members=members, shared_tags=["做饭", "饺子"]))
+    assert answer.create and answer.key == "做饭、饺子"
+    assert answer.value.startswith("概念：做饭、饺子——3条记忆：")
+    assert answer.background.startswith("汇总了3条")
+
+
+def test_aggregate_response_validation() -> None:
+    assert AggregateResponse.model_validate({"create": "no"}).create is False
+    answer = AggregateResponse.model_validate(
+        {"create": True, "key": None, "value": "The user hikes in the Alps.", "tags": "a, b"})
+    assert answer.key == "The user hikes in the Alps." and answer.tags == ["a", "b"]
+    with pytest.raises(ValidationError, match="no value"):
+        AggregateResponse.model_validate({"create": True, "key": "k", "value": " "})
+
+
+def test_aggregate_prompt() -> None:
+    system, user = render_aggregate(AggregateContext(members=HIKING, shared_tags=["hiking"]))
+    assert "Shared tags: hiking" in user["content"]
+    assert all(member.text in user["content"] for member in HIKING)
+    rules_text = system["content"]
+    assert '"create": false when the overlap is trivial' in rules_text
+    assert '"preference"' in rules_text and "merely share" in rules_text
+    assert "The group is in English" in rules_text
+    assert "JSON object and nothing else" in rules_text
+    zh = render_aggregate(AggregateContext(members=ZH_COOKING))[0]["content"]
+    assert "The group is in Chinese" in zh
+
+
+async def test_aggregate_through_the_rules_provider() -> None:
+    answer = await RulesLLM().run(AGGREGATE, AggregateContext(members=HIKING))
+    assert answer.create and answer.key == "hiking, mountains"
