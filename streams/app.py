@@ -26,6 +26,28 @@ log = logging.getLogger("memstream.app")
 BatchHandler = Callable[[Sequence[RawRecord]], Awaitable[list[Outgoing]]]
 
 
+StartHook = Callable[[], Awaitable[None]]
+
+
+class WorkerApp(faust.App):
+    """A faust app that runs start hooks before any of its services (consumer, tables) start.
+
+    ``topic_allow_declare`` is off, so faust never creates the topics it owns (table
+    changelogs); a stage that declares a table registers a hook creating its changelog
+    with the admin client, and every topic exists before the consumer subscribes (an
+    auto-created topic stalls a fresh start: INFRA.md).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.start_hooks: list[StartHook] = []
+
+    async def on_first_start(self) -> None:
+        await super().on_first_start()
+        for hook in self.start_hooks:
+            await hook()
+
+
 @dataclass
 class BoundTopics:
     """The registry's topics as faust topics of one app, plus a sender for ``Outgoing``."""
@@ -37,6 +59,12 @@ class BoundTopics:
 
     def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
         return self.topics[spec.suffix]
+
+    def before_start(self, hook: StartHook) -> None:
+        """Run ``hook`` when the app starts, before its consumer and tables."""
+        if not isinstance(self.app, WorkerApp):
+            raise TypeError("start hooks need an app made by create_app")
+        self.app.start_hooks.append(hook)
 
     def named(self, name: str) -> faust.TopicT:
         """A topic by full name (reply topics chosen by clients), cached."""
@@ -61,7 +89,7 @@ class BoundTopics:
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopics]:
     """A faust app for one worker, with every registry topic bound (never auto-created)."""
     k = settings.kafka
-    app = faust.App(
+    app = WorkerApp(
         settings.app_id,
         broker=f"kafka://{bootstrap}",
         store="memory://",
@@ -178,4 +206,8 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
         await progress.wait_applied(token, timeout=timeout)
 
     stats["search"] = register_search(bound, deps, wait)
+    if deps.settings.scheduler.enabled:
+        from streams.scheduler.agent import register as register_scheduler
+
+        stats.update(register_scheduler(bound, deps))
     return stats

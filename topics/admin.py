@@ -151,6 +151,24 @@ async def ensure_topics(
         return await _wait_for_leaders(admin, [plan.name for plan in plans], timeout_s)
 
 
+async def ensure_plans(
+    bootstrap: str,
+    plans: Sequence[TopicPlan],
+    *,
+    client_id: str = "memstream-admin",
+    timeout_s: float = 30.0,
+) -> dict[str, int]:
+    """Create the missing topics of ``plans`` under their names as given (e.g. a faust table's
+    ``<app_id>-<table>-changelog``, which carries no registry prefix) and wait for leaders."""
+    async with _admin(bootstrap, client_id) as admin:
+        existing = await _describe_all(admin)
+        missing = [plan for plan in plans if plan.name not in existing]
+        if missing:
+            log.info("creating %d topics: %s", len(missing), ", ".join(p.name for p in missing))
+            await _create(admin, missing, timeout_s)
+        return await _wait_for_leaders(admin, [plan.name for plan in plans], timeout_s)
+
+
 async def _wait_for_leaders(
     admin: AIOKafkaAdminClient, names: Sequence[str], timeout_s: float
 ) -> dict[str, int]:

@@ -121,4 +121,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
 
 # The topics a worker consumes today (its lag is what `memstream status` reports).
-WORKER_INPUTS: tuple[TopicSpec, ...] = (CONVERSATIONS, MEMORY_ITEMS, MEMORY_COMMANDS, REQUESTS)
+WORKER_INPUTS: tuple[TopicSpec, ...] = (
+    CONVERSATIONS, MEMORY_ITEMS, MEMORY_COMMANDS, REQUESTS,
+    SCHEDULE_QUERY, SCHEDULE_ANSWER, SCHEDULE_ADD, WORKING_MEMORY,
+)

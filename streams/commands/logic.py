@@ -14,6 +14,7 @@ from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
 from streams.runtime import Deps, Outgoing, PermanentError, Record
+from streams.scheduler.sink import replace_working_memory
 from topics.events import (
     BackupCube,
     DeleteCube,
@@ -108,8 +109,7 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
                                        cmd.drop, deps.clock)
             return [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
         case ReplaceWorkingMemory():
-            raise CommandRejected("replace_working_memory is applied by the scheduler's "
-                                  "working-memory sink, which this worker does not run yet")
+            return await replace_working_memory(cmd, deps, STAGE)
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 

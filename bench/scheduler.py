@@ -1,0 +1,204 @@
+"""Scheduler latency: a `query` message to its `working-memory` event, next to the searches.
+
+    python bench/scheduler.py [--cubes 20] [--per-cube 500] [--queries 100]
+
+Loads cubes × memories straight into the embedded stores (loading is not measured),
+starts a worker (``rules`` LLM, local e5 embedder) and publishes queries one at a
+time, each to a random cube. Every query retrieves (the timed trigger is set to fire
+always), so each one runs the whole path: keywords, decision, searches of
+LongTermMemory and UserMemory, dedupe, rerank, filter, the replacement event, and
+the sink applying it. Printed per query, in the same run:
+
+- search calls alone: the Searcher calls the scheduler made for that query,
+- scheduler handler: the whole query handler inside the worker,
+- query → working-memory event: publish to the event's arrival at a consumer,
+- query → applied: publish to the sink's ``working_memory_replaced`` announcement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import random
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memstream.stack import EmbeddedStack  # noqa: E402
+from sinks.vector_cache import CachedVectorStore  # noqa: E402
+from streams.memory.logic import working_copy  # noqa: E402
+from streams.scheduler.agent import SchedulerStats  # noqa: E402
+from streams.worker import Worker  # noqa: E402
+from topics.client import MemoryClient  # noqa: E402
+from topics.events import MemoryUpdate, ScheduleMessage  # noqa: E402
+from topics.ids import derived_event_id, stable_id  # noqa: E402
+from topics.models import MemoryItem, MemoryMetadata  # noqa: E402
+from topics.registry import MEMORY_UPDATES, SCHEDULE_QUERY, WORKING_MEMORY  # noqa: E402
+from topics.settings import Settings  # noqa: E402
+
+PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goro", "Hana", "Ivan", "Jia"]
+THINGS = ["hiking", "jazz", "sushi", "chess", "tea", "yoga", "opera", "sailing", "baking",
+          "cycling", "poetry", "tennis", "gardening", "painting", "skiing", "knitting"]
+PLACES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Hanoi", "Quebec", "Tbilisi", "Perth"]
+QUERIES = ["what should I cook tonight?", "where does Ana live?",
+           "which sport should I try this weekend?", "any ideas for a trip to Kyoto?",
+           "who could join me for chess?", "用户喜欢喝什么茶？", "what did Ben recommend?",
+           "plan my Saturday around yoga", "what gift would Hana like?", "travel plans"]
+
+
+def memory_texts(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        p, t, c = PEOPLE[i % 10], THINGS[(i // 10) % 16], PLACES[(i // 160) % 9]
+        match i % 4:
+            case 0:
+                out.append(f"The user enjoys {t} with {p} in {c} (note {i}).")
+            case 1:
+                out.append(f"{p} told the user that {t} classes in {c} start in week {i % 52}.")
+            case 2:
+                out.append(f"The user plans a trip to {c} to try {t}, item {i}.")
+            case _:
+                out.append(f"用户和{p}在{c}一起练习{t}，第{i}条。")
+    return out
+
+
+def make_nodes(cube: str, texts: list[str]) -> list[MemoryItem]:
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    return [MemoryItem(id=stable_id("bench", cube, i), memory=text, metadata=MemoryMetadata(
+        user_id=cube, cube_id=cube, memory_type="UserMemory" if i % 3 == 0 else "LongTermMemory",
+        key=" ".join(text.split()[:4]), created_at=base + timedelta(seconds=i),
+        updated_at=base + timedelta(seconds=i)))
+        for i, text in enumerate(texts)]
+
+
+class Arrivals:
+    """Follows a topic from its end and notes when each event id arrives."""
+
+    def __init__(self, bootstrap: str, topic: str, decode: type) -> None:
+        self.bootstrap, self.topic, self.decode = bootstrap, topic, decode
+        self.seen: dict[str, float] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        await consumer.topics()
+        tps = [TopicPartition(self.topic, p)
+               for p in sorted(consumer.partitions_for_topic(self.topic) or ())]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:
+            await consumer.position(tp)
+        self.task = asyncio.create_task(self._run(consumer))
+
+    async def _run(self, consumer: AIOKafkaConsumer) -> None:
+        try:
+            while True:
+                batch = await consumer.getmany(timeout_ms=100)
+                now = time.perf_counter()
+                for msgs in batch.values():
+                    for msg in msgs:
+                        event = self.decode.model_validate_json(msg.value)  # type: ignore[attr-defined]
+                        key = getattr(event, "cause_event_id", None) or event.event_id
+                        self.seen.setdefault(key, now)
+        finally:
+            await consumer.stop()
+
+    async def wait(self, event_id: str, timeout: float = 60.0) -> float:
+        deadline = time.perf_counter() + timeout
+        while event_id not in self.seen:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"no {self.topic} event {event_id}")
+            await asyncio.sleep(0.001)
+        return self.seen[event_id]
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+def ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(samples) * 1000, q))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cubes", type=int, default=20)
+    parser.add_argument("--per-cube", type=int, default=500)
+    parser.add_argument("--queries", type=int, default=100)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        settings = Settings(data_dir=Path(tmp), kafka={"partitions": 4},
+                            scheduler={"retrieval_interval_s": 1e-6})  # every query retrieves
+        async with EmbeddedStack(settings) as stack:
+            loader = Worker(settings, stack.bootstrap, stack.graph_uri)
+            deps = await loader.open_deps()
+            texts = memory_texts(args.per_cube)
+            vectors = await deps.embedder.embed_passages(texts)
+            t0 = time.perf_counter()
+            for c in range(args.cubes):
+                rows = [(n, v.tolist()) for n, v in
+                        zip(make_nodes(f"cube{c}", texts), vectors, strict=True)]
+                await deps.store.write(rows + [(working_copy(n), v) for n, v in rows[-20:]])
+            print(f"loaded {args.cubes} cubes × {args.per_cube} memories in "
+                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+            await loader.stop()
+
+            replaced = Arrivals(stack.bootstrap, WORKING_MEMORY.name(settings),
+                                WORKING_MEMORY.value)
+            applied = Arrivals(stack.bootstrap, MEMORY_UPDATES.name(settings), MemoryUpdate)
+            async with Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
+                    MemoryClient(settings, stack.bootstrap) as client:
+                assert worker.deps is not None
+                if isinstance(worker.deps.vectors, CachedVectorStore):  # steady state: warm
+                    for c in range(args.cubes):
+                        await worker.deps.vectors.warm(f"cube{c}")
+                await replaced.start()
+                await applied.start()
+                stats = worker.stats["scheduler"]
+                assert isinstance(stats, SchedulerStats)
+                to_event: list[float] = []
+                to_applied: list[float] = []
+                for i in range(args.queries + 5):  # the first 5 warm up
+                    msg = ScheduleMessage(user_id=f"cube{rng.randrange(args.cubes)}",
+                                          label="query",  # a new text each time, like a user
+                                          content=f"{rng.choice(QUERIES)} (turn {i})")
+                    wanted = derived_event_id("working-memory", msg.event_id)
+                    t0 = time.perf_counter()
+                    await client.publish(SCHEDULE_QUERY, msg)
+                    t_event = await replaced.wait(wanted)
+                    t_applied = await applied.wait(wanted)
+                    if i >= 5:
+                        to_event.append(t_event - t0)
+                        to_applied.append(t_applied - t0)
+                traces = list(stats.traces)[5:]
+                await replaced.stop()
+                await applied.stop()
+    assert all(t.retrieved for t in traces) and len(traces) == len(to_event)
+    search = [t.search_s for t in traces]
+    handler = [t.total_s for t in traces]
+    rows = [("search calls alone (LongTermMemory + UserMemory)", search),
+            ("scheduler handler (whole query)", handler),
+            ("query → working-memory event", to_event),
+            ("query → applied (working_memory_replaced)", to_applied)]
+    print(f"{'path':<50}{'p50 ms':>9}{'p95 ms':>9}")
+    for name, samples in rows:
+        print(f"{name:<50}{ms(samples, 50):>9.1f}{ms(samples, 95):>9.1f}")
+    print(f"ratio to the searches: handler p50 {ms(handler, 50) / ms(search, 50):.2f}×, "
+          f"event p50 {ms(to_event, 50) / ms(search, 50):.2f}×, "
+          f"p95 {ms(to_event, 95) / ms(search, 95):.2f}×; n={len(to_event)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,154 @@
+"""The working-memory sink: makes a cube's WorkingMemory nodes exactly an ordered list.
+
+WorkingMemory nodes are copies of long-term nodes (``origin_id``; id from
+``working_copy_id``). Applying a list writes the missing copies (vectors copied from
+the long-term node), deletes every other copy of the cube (graph and vector), and
+stamps ``updated_at`` descending in list order — position 0 newest — so readers,
+which get working memory newest first, see the list's order. Stamps derive from the
+replacement's own time, so applying the same replacement again writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from streams.memory.logic import working_copy
+from streams.runtime import Deps, Outgoing, PermanentError, Record
+from topics.events import (
+    Event,
+    MemoryUpdate,
+    Origin,
+    ReplaceWorkingMemory,
+    WorkingMemoryReplacement,
+)
+from topics.ids import derived_event_id
+from topics.models import MemoryItem
+from topics.registry import MEMORY_UPDATES
+
+log = logging.getLogger("memstream.scheduler")
+SINK_STAGE = "working-memory"
+
+
+@dataclass
+class Applied:
+    """What applying a list did: the copies now in working memory, in order."""
+
+    copy_ids: list[str] = field(default_factory=list)
+    written: int = 0
+    deleted: int = 0
+    missing: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        text = f"{len(self.copy_ids)} items: {self.written} written, {self.deleted} removed"
+        return text + (f", {len(self.missing)} unknown or inactive ids skipped"
+                       if self.missing else "")
+
+
+def stamp(at: datetime, position: int) -> datetime:
+    """``updated_at`` of the item at ``position``: 0 newest, one microsecond apart."""
+    return at - timedelta(microseconds=position)
+
+
+def target_copies(refs: Sequence[str], nodes: dict[str, MemoryItem], at: datetime,
+                  capacity: int) -> tuple[list[tuple[MemoryItem, str]], list[str]]:
+    """The WorkingMemory nodes for ``refs`` in order, each with the id holding its vector.
+
+    A long-term id becomes a fresh copy of that node (its current text); a WorkingMemory
+    id is kept as it is. Unknown ids and inactive long-term nodes (archived, merged) are
+    returned apart; repeats count once.
+    """
+    targets: list[tuple[MemoryItem, str]] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+    for ref in refs:
+        node = nodes.get(ref)
+        if node is None or (node.metadata.memory_type != "WorkingMemory"
+                            and node.metadata.status != "activated"):
+            missing.append(ref)
+            continue
+        if node.metadata.memory_type == "WorkingMemory":
+            copy, vector_id = node, node.id
+        else:
+            copy, vector_id = working_copy(node), node.id
+        if copy.id in seen:
+            continue
+        seen.add(copy.id)
+        position = len(targets)
+        targets.append((copy.evolve(updated_at=stamp(at, position), status="activated"),
+                        vector_id))
+        if len(targets) == capacity:
+            break
+    return targets, missing
+
+
+async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
+                               at: datetime) -> Applied:
+    """Make the cube's WorkingMemory exactly ``refs`` (at most the capacity), in order."""
+    capacity = deps.settings.memory.working_memory_capacity
+    nodes = {n.id: n for n in await deps.graph.get_nodes(cube_id, list(dict.fromkeys(refs)))}
+    targets, missing = target_copies(refs, nodes, at, capacity)
+    current = {c.id: c for c in await deps.graph.all_of_type(cube_id, "WorkingMemory",
+                                                             status=None)}
+    changed = [(t, vid) for t, vid in targets if current.get(t.id) != t]
+    if changed:
+        stored = {r.id: list(r.vector) for r in await deps.vectors.get(
+            cube_id, [vid for _, vid in changed])}
+        unembedded = [t for t, vid in changed if vid not in stored]
+        if unembedded:
+            fresh = await deps.embedder.embed_passages([t.memory for t in unembedded])
+            for node, row in zip(unembedded, fresh, strict=True):
+                stored[node.id] = row.tolist()
+        await deps.store.write([(t, stored[vid] if vid in stored else stored[t.id])
+                                for t, vid in changed])
+    keep = {t.id for t, _ in targets}
+    stale = [cid for cid in current if cid not in keep]
+    await deps.store.delete(cube_id, stale)
+    if missing:
+        log.warning("cube %s: working-memory ids unknown or inactive, skipped: %s", cube_id,
+                    ", ".join(missing))
+    return Applied(copy_ids=[t.id for t, _ in targets], written=len(changed),
+                   deleted=len(stale), missing=missing)
+
+
+def announcement(cause: Event, applied: Applied, stage: str, occurred_at: datetime,
+                 origin: Origin | None = None) -> Outgoing:
+    """``working_memory_replaced`` on memory.updates; its id derives from the cause, so a
+    re-applied replacement announces the same event again rather than a new one."""
+    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("working_memory_replaced", cause.event_id),
+        user_id=cause.user_id, cube_id=cause.cube_id, occurred_at=occurred_at,
+        action="working_memory_replaced", stage=stage, related_ids=tuple(applied.copy_ids),
+        reason=applied.describe(), cause_event_id=cause.event_id, origin=origin))
+
+
+async def apply_replacements(
+    records: Sequence[Record[WorkingMemoryReplacement]], deps: Deps
+) -> list[Outgoing]:
+    """The sink stage: one cube's replacements in log order, each applied and announced."""
+    out: list[Outgoing] = []
+    for record in records:
+        event = record.value
+        applied = await apply_working_memory(deps, event.cube_id, [i.id for i in event.items],
+                                             event.occurred_at)
+        out.append(announcement(event, applied, SINK_STAGE, deps.clock(), record.origin))
+    return out
+
+
+class UnknownWorkingMemoryIds(PermanentError):
+    """A replace_working_memory command named nodes the cube does not have."""
+
+
+async def replace_working_memory(cmd: ReplaceWorkingMemory, deps: Deps,
+                                 stage: str) -> list[Outgoing]:
+    """The ``replace_working_memory`` command: the same sink, ids as given (long-term ids or
+    working copies). Unknown ids reject the whole command, so nothing half-applies."""
+    found = {n.id for n in await deps.graph.get_nodes(cmd.cube_id, list(cmd.node_ids))}
+    unknown = [i for i in cmd.node_ids if i not in found]
+    if unknown:
+        raise UnknownWorkingMemoryIds(
+            f"replace_working_memory: no node {', '.join(unknown)} in cube {cmd.cube_id}")
+    applied = await apply_working_memory(deps, cmd.cube_id, cmd.node_ids, cmd.occurred_at)
+    return [announcement(cmd, applied, stage, deps.clock())]

@@ -1,0 +1,243 @@
+"""Choosing the next working memory (SPEC §3.5): combine, deduplicate, rerank, filter, trim.
+
+Current working memory comes first, then the newly retrieved memories. Items
+shorter than ``min_chars``, exact repeats and near-duplicates (embedding cosine at
+or above the threshold) are dropped, keeping the earlier one; the model (or its
+``rules`` stand-in) reorders and filters; the result is cut to the capacity.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from streams.embed.port import Embedder
+from streams.llm.port import LLMError
+from streams.prompts.scheduler import (
+    FILTER,
+    RERANK,
+    FilterContext,
+    RerankContext,
+    resolve_keep,
+    resolve_order,
+)
+from streams.runtime import Deps
+from streams.scheduler.state import LastReplacement
+from topics.ids import working_copy_id
+from topics.models import MemoryItem
+
+log = logging.getLogger("memstream.scheduler")
+
+Matrix = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One working-memory candidate.
+
+    ``ref`` is what a replacement names: the long-term node id, or a WorkingMemory node's
+    own id when it mirrors none. ``vector_id`` is the node whose embedding stands for it.
+    """
+
+    ref: str
+    text: str
+    vector_id: str
+
+
+def entry_of_copy(node: MemoryItem) -> Entry:
+    return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id)
+
+
+def entry_of_node(node: MemoryItem) -> Entry:
+    return Entry(ref=node.id, text=node.memory, vector_id=node.id)
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def drop_short_and_repeats(entries: Sequence[Entry], min_chars: int) -> list[Entry]:
+    """Without items under ``min_chars`` characters and exact repeats (same node or same text)."""
+    seen_refs: set[str] = set()
+    seen_texts: set[str] = set()
+    out = []
+    for entry in entries:
+        text = normalized(entry.text)
+        if len(text) < min_chars or entry.ref in seen_refs or text in seen_texts:
+            continue
+        seen_refs.add(entry.ref)
+        seen_texts.add(text)
+        out.append(entry)
+    return out
+
+
+def near_duplicate_survivors(vectors: Matrix, threshold: float) -> list[int]:
+    """Indices to keep: each row unless it is at least ``threshold``-similar to a kept row."""
+    kept: list[int] = []
+    for i in range(len(vectors)):
+        if kept and float(np.max(vectors[kept] @ vectors[i])) >= threshold:
+            continue
+        kept.append(i)
+    return kept
+
+
+def near_duplicate_threshold(deps: Deps) -> float:
+    cfg = deps.settings.scheduler
+    if deps.embedder.name == "local":
+        return cfg.local_near_duplicate_threshold
+    return cfg.near_duplicate_threshold
+
+
+async def entry_vectors(deps: Deps, cube_id: str, entries: Sequence[Entry]) -> Matrix:
+    """The stored embedding of each entry (embedded now if its vector is not written yet)."""
+    if not entries:
+        return np.zeros((0, deps.embedder.dim), dtype=np.float32)
+    stored = {r.id: r.vector for r in await deps.vectors.get(cube_id, [e.vector_id
+                                                                       for e in entries])}
+    missing = [e for e in entries if e.vector_id not in stored]
+    if missing:
+        fresh = await deps.embedder.embed_passages([e.text for e in missing])
+        for entry, row in zip(missing, fresh, strict=True):
+            stored[entry.vector_id] = row.tolist()
+    rows = np.asarray([stored[e.vector_id] for e in entries], dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+class QueryVectors:
+    """Query embeddings, remembered: a query stays in a cube's context for several turns,
+    and is embedded once per worker rather than once per turn (least recently used go)."""
+
+    def __init__(self, embedder: Embedder, size: int = 4096) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._cache: OrderedDict[str, Matrix] = OrderedDict()
+
+    async def __call__(self, texts: Sequence[str]) -> Matrix:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            fresh = await self._embedder.embed_queries(missing)
+            for text, row in zip(missing, fresh, strict=True):
+                self._cache[text] = np.asarray(row, dtype=np.float32)
+        rows = [self._cache[t] for t in texts]
+        for text in texts:
+            self._cache.move_to_end(text)
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, self._embedder.dim), dtype=np.float32)
+
+
+def query_similarities(queries: Matrix, vectors: Matrix) -> list[float]:
+    """Per entry (row of ``vectors``), its highest cosine to any of the queries."""
+    if not len(vectors) or not len(queries):
+        return [0.0] * len(vectors)
+    return [float(x) for x in np.max(vectors @ queries.T, axis=1)]
+
+
+async def model_order(deps: Deps, queries: list[str], texts: list[str],
+                      sims: list[float]) -> list[int]:
+    """The rerank answer as a permutation; an unusable answer keeps the order."""
+    if len(texts) < 2:
+        return list(range(len(texts)))
+    try:
+        answer = await deps.llm.run(RERANK, RerankContext(queries=queries, candidates=texts,
+                                                          similarities=sims))
+        return resolve_order(answer.order, len(texts))
+    except (LLMError, ValueError) as exc:
+        log.warning("rerank answer unusable, keeping the order: %s", exc)
+        return list(range(len(texts)))
+
+
+async def model_keep(deps: Deps, queries: list[str], texts: list[str],
+                     sims: list[float]) -> list[int]:
+    """The filter answer; an unusable or empty answer keeps everything.
+
+    An empty keep-list would wipe the working memory other turns still rely on, on the
+    word of one judgement; the next retrieval gets another chance to drop items.
+    """
+    if not texts:
+        return []
+    ctx = FilterContext(queries=queries, candidates=texts, similarities=sims,
+                        similarity_floor=deps.settings.scheduler.filter_similarity_floor)
+    try:
+        keep = resolve_keep((await deps.llm.run(FILTER, ctx)).keep, len(texts))
+    except (LLMError, ValueError) as exc:
+        log.warning("filter answer unusable, keeping every item: %s", exc)
+        return list(range(len(texts)))
+    if not keep:
+        log.info("filter kept nothing; keeping every item")
+        return list(range(len(texts)))
+    return keep
+
+
+@dataclass
+class Plan:
+    """The next working memory and what was dropped on the way (for the event's reason)."""
+
+    entries: list[Entry]
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        gone = ", ".join(f"{n} {why}" for why, n in self.dropped.items() if n)
+        return f"{len(self.entries)} items" + (f" (dropped {gone})" if gone else "")
+
+
+async def plan_working_memory(
+    deps: Deps, cube_id: str, current: Sequence[Entry], retrieved: Sequence[Entry],
+    queries: list[str], query_vectors: QueryVectors | None = None,
+) -> Plan:
+    """Current + retrieved, cleaned, reordered and filtered by the model, cut to capacity."""
+    cfg = deps.settings.scheduler
+    combined = [*current, *retrieved]
+    entries = drop_short_and_repeats(combined, cfg.min_chars)
+    plan = Plan(entries=[], dropped={"short or repeated": len(combined) - len(entries)})
+    vectors = await entry_vectors(deps, cube_id, entries)
+    keep = near_duplicate_survivors(vectors, near_duplicate_threshold(deps))
+    plan.dropped["near-duplicate"] = len(entries) - len(keep)
+    entries, vectors = [entries[i] for i in keep], vectors[keep]
+    sims: list[float] = []
+    if entries:
+        embed = query_vectors or QueryVectors(deps.embedder)
+        sims = query_similarities(await embed(queries), vectors)
+    texts = [e.text for e in entries]
+    order = await model_order(deps, queries, texts, sims)
+    entries, texts, sims = [entries[i] for i in order], [texts[i] for i in order], \
+        [sims[i] for i in order]
+    kept = await model_keep(deps, queries, texts, sims)
+    plan.dropped["unrelated"] = len(entries) - len(kept)
+    entries = [entries[i] for i in kept]
+    capacity = deps.settings.memory.working_memory_capacity
+    plan.dropped["over capacity"] = max(0, len(entries) - capacity)
+    plan.entries = entries[:capacity]
+    return plan
+
+
+async def current_working_memory(
+    deps: Deps, cube_id: str, last: LastReplacement | None, now: datetime
+) -> list[Entry]:
+    """The cube's working memory as the scheduler should see it now.
+
+    The graph is the truth once the working-memory sink has applied the scheduler's last
+    replacement (its first item carries the replacement's timestamp). Until then — the
+    sink is another agent, a batch behind — that replacement stands in, after whatever
+    was added to working memory since it was made.
+    """
+    copies = await deps.graph.all_of_type(cube_id, "WorkingMemory")
+    graph = [entry_of_copy(c) for c in copies]
+    if last is None or (now - last.at).total_seconds() > \
+            deps.settings.scheduler.pending_replacement_s:
+        return drop_short_and_repeats(graph, 0)
+    if last.refs:
+        first = {last.refs[0], working_copy_id(last.refs[0])}
+        if any(c.id in first and c.metadata.updated_at == last.at for c in copies):
+            return drop_short_and_repeats(graph, 0)
+    newer = [entry_of_copy(c) for c in copies if c.metadata.updated_at > last.at]
+    pending = [Entry(ref=ref, text=text, vector_id=ref)
+               for ref, text in zip(last.refs, last.texts, strict=True)]
+    return drop_short_and_repeats([*newer, *pending], 0)
