@@ -56,6 +56,7 @@ class BoundTopics:
     settings: Settings
     topics: dict[str, faust.TopicT] = field(default_factory=dict)
     extra: dict[str, faust.TopicT] = field(default_factory=dict)
+    services: dict[str, Any] = field(default_factory=dict)  # stage objects (e.g. the optimizer)
 
     def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
         return self.topics[spec.suffix]
@@ -206,6 +207,11 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
         await progress.wait_applied(token, timeout=timeout)
 
     stats["search"] = register_search(bound, deps, wait)
+    if deps.settings.reorganize.enabled:
+        from streams.reorganize.agent import register as register_reorganize
+
+        stats["reorganize"], bound.services["reorganize"] = register_reorganize(
+            bound, deps, progress)
     if deps.settings.scheduler.enabled:
         from streams.scheduler.agent import register as register_scheduler
 

@@ -173,11 +173,18 @@ def negation_conflict(a: Statement, b: Statement) -> str | None:
     return None
 
 
+MAX_REPLACED_WORDS = 2
+
+
 def changed_detail(a: Statement, b: Statement) -> str | None:
     """A change is reported (moved, switched, now, 换成, 现在) and one detail was replaced."""
     if not (a.change or b.change):
         return None
-    if a.content - b.content and b.content - a.content and shared(a, b) and coverage(a, b) >= 0.5:
+    only_a, only_b = a.content - b.content, b.content - a.content
+    # A replaced detail: both sides differ, but only in a few words (a new event that merely
+    # shares the subject, "the flight was delayed" vs "the user missed the meeting", is not).
+    few = max(len(only_a), len(only_b)) <= MAX_REPLACED_WORDS
+    if only_a and only_b and few and shared(a, b) and coverage(a, b) >= 0.5:
         return "a change of state replaces a detail of the earlier statement"
     return None
 

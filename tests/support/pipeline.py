@@ -58,7 +58,7 @@ async def falkordb_uri(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     await server.stop()
 
 
-async def _pipeline(settings: Settings, llm_server: Any = None) -> AsyncIterator[Pipeline]:
+async def run_pipeline(settings: Settings, llm_server: Any = None) -> AsyncIterator[Pipeline]:
     bootstrap = settings.kafka.bootstrap_servers
     assert bootstrap is not None and settings.graph.uri is not None
     worker = Worker(settings, bootstrap, settings.graph.uri)
@@ -72,7 +72,7 @@ async def _pipeline(settings: Settings, llm_server: Any = None) -> AsyncIterator
 
 @pytest_asyncio.fixture
 async def pipeline(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    async for p in _pipeline(pipeline_settings(tmp_path, kafka_broker, falkordb_uri)):
+    async for p in run_pipeline(pipeline_settings(tmp_path, kafka_broker, falkordb_uri)):
         yield p
 
 
@@ -87,5 +87,5 @@ async def pipeline_with_llm(
              "backoff_s": 0.01, "timeout_s": 5},
         worker={"stage_retries": 1},
     )
-    async for p in _pipeline(settings, scripted_openai):
+    async for p in run_pipeline(settings, scripted_openai):
         yield p

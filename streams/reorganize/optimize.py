@@ -1,0 +1,140 @@
+"""Periodic structure optimization (SPEC §3.3): parentless facts → concept → topic tree.
+
+A scope is (cube, memory type). It runs only when nodes arrived since its last run,
+never twice at once. Candidates are activated facts without a parent; clusters of
+their embeddings get a ``concept`` summary node with ``PARENT`` edges to the members,
+and groups of concepts a ``topic`` node above them. Summary ids derive from their
+members, so a re-run over the same members rewrites the same nodes and edges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from streams.llm.port import LLMError
+from streams.prompts.members import MemberNote
+from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from streams.reorganize.clustering import hierarchy, language_labels
+from streams.runtime import Deps, Outgoing
+from topics.events import MemoryUpdate
+from topics.ids import derived_event_id, stable_id
+from topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
+from topics.registry import MEMORY_UPDATES
+
+log = logging.getLogger("memstream.optimize")
+STAGE = "optimizer"
+Scope = tuple[str, str, StoredMemoryType]  # (cube, user, memory type)
+
+
+@dataclass
+class Scopes:
+    """Which scopes have new nodes, and which are being optimized right now."""
+
+    dirty: set[Scope] = field(default_factory=set)
+    running: set[Scope] = field(default_factory=set)
+    runs: int = 0
+
+    def mark(self, scope: Scope) -> None:
+        self.dirty.add(scope)
+
+    def of_cube(self, cube_id: str) -> list[Scope]:
+        return sorted(s for s in self.dirty if s[0] == cube_id)
+
+
+def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
+              edges: Sequence[Edge] = ()) -> Outgoing:
+    what = node.id if node else ",".join(f"{e.source}>{e.target}" for e in edges)
+    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("optimize", action, what), user_id=scope[1],
+        cube_id=scope[0], occurred_at=deps.clock(), action=action,  # type: ignore[arg-type]
+        stage=STAGE, node_id=node.id if node else None, node=node, edges=tuple(edges),
+        reason="structure optimization"))
+
+
+async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
+                   level: Literal["topic", "concept"]) -> MemoryItem | None:
+    node_id = stable_id("summary", scope[0], level, *sorted(m.id for m in members))
+    if (existing := await deps.graph.get_node(scope[0], node_id)) is not None:
+        return existing
+    ctx = SummaryContext(level=level, members=[MemberNote.of(m) for m in members])
+    try:
+        answer: SummaryResponse = await deps.llm.run(CLUSTER_SUMMARY, ctx)
+    except LLMError as exc:
+        log.warning("summary of %d nodes failed: %s", len(members), exc)
+        return None
+    stamp = max(m.metadata.updated_at for m in members)
+    return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(
+        user_id=scope[1], cube_id=scope[0], memory_type=scope[2], type="topic",
+        key=answer.key, tags=tuple(answer.tags), hierarchy_level=level,
+        background=answer.background, source="retrieved", created_at=stamp, updated_at=stamp))
+
+
+async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
+                      children: Sequence[MemoryItem]) -> list[Outgoing]:
+    out: list[Outgoing] = []
+    if await deps.graph.get_node(scope[0], parent.id) is None:
+        vector = (await deps.embedder.embed_passages([parent.memory]))[0].tolist()
+        await deps.store.write([(parent, vector)])
+        out.append(_announce(deps, scope, "added", parent))
+    edges = [Edge(source=parent.id, target=c.id, type="PARENT") for c in children]
+    fresh = [e for e in edges
+             if not await deps.graph.edge_exists(scope[0], e.source, e.target, "PARENT")]
+    if fresh:
+        await deps.graph.add_edges(scope[0], fresh)
+        out.append(_announce(deps, scope, "linked", None, fresh))
+    return out
+
+
+async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
+    """One optimization run over a scope's parentless activated facts."""
+    cube, _, memory_type = scope
+    candidates = [n for n in await deps.graph.optimization_candidates(cube, memory_type)
+                  if n.metadata.hierarchy_level == "fact" and n.metadata.type != "reasoning"]
+    records = {r.id: r for r in await deps.vectors.get(cube, [n.id for n in candidates])}
+    rows = [n for n in candidates if n.id in records]
+    if len(rows) < 2:
+        return []
+    vectors = np.asarray([records[n.id].vector for n in rows], dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    tree = await asyncio.to_thread(hierarchy, vectors,
+                                   languages=language_labels([n.memory for n in rows]))
+    out: list[Outgoing] = []
+    concepts: list[MemoryItem | None] = []
+    for members in tree.concepts:
+        children = [rows[i] for i in members]
+        concept = await _summary(deps, scope, children, "concept")
+        concepts.append(concept)
+        if concept is not None:
+            out += await _write_tree(deps, scope, concept, children)
+    for group in tree.topics:
+        children = [c for c in (concepts[i] for i in group) if c is not None]
+        if len(children) >= 2 and (topic := await _summary(deps, scope, children, "topic")):
+            out += await _write_tree(deps, scope, topic, children)
+    log.info("optimized %s/%s: %d candidates, %d concepts, %d topics", cube, memory_type,
+             len(rows), len(tree.concepts), len(tree.topics))
+    return out
+
+
+async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope]) -> list[Outgoing]:
+    """Optimize the given dirty scopes, skipping any that is already running."""
+    out: list[Outgoing] = []
+    for scope in which:
+        if scope in scopes.running or scope not in scopes.dirty:
+            continue
+        scopes.dirty.discard(scope)
+        scopes.running.add(scope)
+        try:
+            out += await optimize_scope(deps, scope)
+            scopes.runs += 1
+        except Exception:  # noqa: BLE001 - the scope stays dirty and is retried next period
+            log.exception("optimization of %s failed", scope)
+            scopes.dirty.add(scope)
+        finally:
+            scopes.running.discard(scope)
+    return out
