@@ -53,7 +53,8 @@ def chunk_messages(i: int, base: datetime) -> list[Message]:
             for j, t in enumerate(texts)]
 
 
-def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str) -> Settings:
+def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str,
+                  conflicts: bool = True, optimizer: bool = True) -> Settings:
     tag = f"{label}{uuid.uuid4().hex[:6]}"
     return Settings(
         data_dir=data, app_id=f"bench-{tag}",
@@ -61,6 +62,8 @@ def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str) -> Set
         graph={"uri": graph_uri, "database": f"bench_{tag}"},
         vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
         worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
+        memory={"conflict_detection": conflicts},
+        reorganize={"enabled": optimizer},
     )
 
 
@@ -147,15 +150,23 @@ async def main() -> None:
         async with EmbeddedStack(Settings(data_dir=data)) as stack:
             b, g = stack.bootstrap, stack.graph_uri
             print(f"embedded stack: kafka {b}, graph {g}; {args.chunks} chunks × 3 messages")
-            base_rate = await in_process_path(make_settings(data, "inproc", b, g), b, g,
-                                              args.chunks)
-            kafka_rate = await kafka_path(make_settings(data, "kafka", b, g), b, g, args.chunks)
+            n = args.chunks
+            plain = await in_process_path(make_settings(data, "plain", b, g, conflicts=False),
+                                          b, g, n)
+            base_rate = await in_process_path(make_settings(data, "inproc", b, g), b, g, n)
+            alone = await kafka_path(make_settings(data, "alone", b, g, optimizer=False), b, g, n)
+            kafka_rate = await kafka_path(make_settings(data, "kafka", b, g), b, g, n)
             lat = await latency(make_settings(data, "lat", b, g), b, g, args.latency_chunks)
     q = statistics.quantiles(lat, n=20)
-    print(f"{'path':<28}{'memories/s':>12}")
-    print(f"{'in-process (no Kafka)':<28}{base_rate:>12.1f}")
-    print(f"{'through Kafka (pipeline)':<28}{kafka_rate:>12.1f}")
-    print(f"ratio kafka / in-process: {kafka_rate / base_rate:.2f}")
+    print(f"{'path':<52}{'memories/s':>12}")
+    print(f"{'in-process, no conflict detection':<52}{plain:>12.1f}")
+    print(f"{'in-process, with conflict detection (default)':<52}{base_rate:>12.1f}")
+    print(f"{'through Kafka, optimizer off':<52}{alone:>12.1f}")
+    print(f"{'through Kafka, optimizer on (default)':<52}{kafka_rate:>12.1f}")
+    print(f"conflict detection costs {1000 / base_rate - 1000 / plain:.1f} ms per memory "
+          f"(throughput ratio {base_rate / plain:.2f})")
+    print(f"optimizer on / off through Kafka: {kafka_rate / alone:.2f} (goal ≥ 0.80)")
+    print(f"ratio kafka / in-process (both with defaults): {kafka_rate / base_rate:.2f}")
     p50, p95 = statistics.median(lat) * 1000, q[18] * 1000
     print(f"publish → added latency over {len(lat)} chunks: p50 {p50:.0f} ms, p95 {p95:.0f} ms")
 
