@@ -44,6 +44,34 @@ def _table(items: Sequence[MemoryItem]) -> Table:
     return table
 
 
+async def _search_and_refresh(client: MemoryClient, console: Console) -> None:
+    """A search over request/reply, then the scheduler refreshing working memory."""
+    query = "What should I avoid eating?"
+    hits = await client.search(DEMO_USER, query, top_k=3, memory_type="UserMemory")
+    console.print(f"\n[bold]search[/] {query!r}:")
+    for hit in hits:
+        console.print(f"  {hit.score:.3f}  {hit.item.memory}")
+
+    question = "What should I cook tonight?"
+    updates = client.updates(cube_id=DEMO_USER)
+    first = asyncio.ensure_future(anext(updates))
+    await asyncio.sleep(0.5)  # the follower is positioned before the query is sent
+    await client.schedule(DEMO_USER, "query", question)
+    console.print(f"\n[bold]scheduler[/] the user asks {question!r}; working memory refresh:")
+    try:
+        async with asyncio.timeout(30):
+            while (await first).action != "working_memory_replaced":
+                first = asyncio.ensure_future(anext(updates))
+    except TimeoutError:
+        console.print("  (no refresh: working memory already covered the question)")
+    else:
+        for i, item in enumerate(await client.working_memory(DEMO_USER), 1):
+            console.print(f"  {i}. {item.memory}")
+    finally:
+        first.cancel()
+        await updates.aclose()
+
+
 async def run_demo(settings: Settings | None = None, console: Console | None = None) -> int:
     console = console or Console()
     with tempfile.TemporaryDirectory(prefix="memstream-demo-") as tmp:
@@ -71,13 +99,13 @@ async def run_demo(settings: Settings | None = None, console: Console | None = N
                         for i, token in enumerate(tokens, 1):
                             await client.wait_applied(token, timeout=120)
                             status.update(f"Extracting and storing memories… {i}/{len(tokens)}")
-                items = []
-                for memory_type in ("UserMemory", "LongTermMemory"):
-                    items += await worker.deps.graph.all_of_type(DEMO_USER, memory_type)
-                wm = await worker.deps.graph.all_of_type(DEMO_USER, "WorkingMemory")
-                console.print(_table(sorted(items, key=lambda i: i.metadata.created_at)))
-                console.print(f"{len(items)} memories stored; working memory holds {len(wm)} "
-                              f"items; vectors: {await worker.deps.vectors.count(DEMO_USER)}")
+                    items = []
+                    for memory_type in ("UserMemory", "LongTermMemory"):
+                        items += await worker.deps.graph.all_of_type(DEMO_USER, memory_type)
+                    console.print(_table(sorted(items, key=lambda i: i.metadata.created_at)))
+                    console.print(f"{len(items)} memories stored, "
+                                  f"{await worker.deps.vectors.count(DEMO_USER)} vectors")
+                    await _search_and_refresh(client, console)
             finally:
                 with console.status("Stopping…"):
                     await worker.stop()

@@ -77,4 +77,6 @@ def test_demo_runs_the_whole_pipeline(tmp_path: Path) -> None:
     assert "UserMemory" in out and "LongTermMemory" in out
     assert "绿茶" in out and "shellfish" in out
     assert "rules" in out  # the stand-in LLM is announced
+    assert "search 'What should I avoid eating?'" in out and "allergic to shellfish" in out
+    assert "working memory refresh" in out
     assert not (tmp_path / ".memstream").exists()  # the demo keeps nothing behind
