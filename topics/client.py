@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -315,13 +315,15 @@ class MemoryClient:
 
     async def updates(
         self, cube_id: str | None = None, from_beginning: bool = False
-    ) -> AsyncIterator[MemoryUpdate]:
+    ) -> AsyncGenerator[MemoryUpdate, None]:
         """Follow ``memory.updates`` (optionally one cube), from now or from the beginning."""
         async for event in self._follow(MEMORY_UPDATES, cube_id, from_beginning):
             assert isinstance(event, MemoryUpdate)  # noqa: S101 - the registry's type
             yield event
 
-    async def dead_letters(self, from_beginning: bool = True) -> AsyncIterator[DeadLetter]:
+    async def dead_letters(
+        self, from_beginning: bool = True
+    ) -> AsyncGenerator[DeadLetter, None]:
         async for event in self._follow(DEAD_LETTER, None, from_beginning):
             assert isinstance(event, DeadLetter)  # noqa: S101
             yield event
