@@ -24,7 +24,6 @@ import random
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.search import make_nodes, memory_texts  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
 from sinks.vector_cache import CachedVectorStore  # noqa: E402
 from streams.memory.logic import working_copy  # noqa: E402
@@ -39,44 +39,14 @@ from streams.scheduler.agent import SchedulerStats  # noqa: E402
 from streams.worker import Worker  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402
 from topics.events import MemoryUpdate, ScheduleMessage  # noqa: E402
-from topics.ids import derived_event_id, stable_id  # noqa: E402
-from topics.models import MemoryItem, MemoryMetadata  # noqa: E402
+from topics.ids import derived_event_id  # noqa: E402
 from topics.registry import MEMORY_UPDATES, SCHEDULE_QUERY, WORKING_MEMORY  # noqa: E402
 from topics.settings import Settings  # noqa: E402
 
-PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goro", "Hana", "Ivan", "Jia"]
-THINGS = ["hiking", "jazz", "sushi", "chess", "tea", "yoga", "opera", "sailing", "baking",
-          "cycling", "poetry", "tennis", "gardening", "painting", "skiing", "knitting"]
-PLACES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Hanoi", "Quebec", "Tbilisi", "Perth"]
 QUERIES = ["what should I cook tonight?", "where does Ana live?",
            "which sport should I try this weekend?", "any ideas for a trip to Kyoto?",
            "who could join me for chess?", "用户喜欢喝什么茶？", "what did Ben recommend?",
            "plan my Saturday around yoga", "what gift would Hana like?", "travel plans"]
-
-
-def memory_texts(n: int) -> list[str]:
-    out = []
-    for i in range(n):
-        p, t, c = PEOPLE[i % 10], THINGS[(i // 10) % 16], PLACES[(i // 160) % 9]
-        match i % 4:
-            case 0:
-                out.append(f"The user enjoys {t} with {p} in {c} (note {i}).")
-            case 1:
-                out.append(f"{p} told the user that {t} classes in {c} start in week {i % 52}.")
-            case 2:
-                out.append(f"The user plans a trip to {c} to try {t}, item {i}.")
-            case _:
-                out.append(f"用户和{p}在{c}一起练习{t}，第{i}条。")
-    return out
-
-
-def make_nodes(cube: str, texts: list[str]) -> list[MemoryItem]:
-    base = datetime(2026, 1, 1, tzinfo=UTC)
-    return [MemoryItem(id=stable_id("bench", cube, i), memory=text, metadata=MemoryMetadata(
-        user_id=cube, cube_id=cube, memory_type="UserMemory" if i % 3 == 0 else "LongTermMemory",
-        key=" ".join(text.split()[:4]), created_at=base + timedelta(seconds=i),
-        updated_at=base + timedelta(seconds=i)))
-        for i, text in enumerate(texts)]
 
 
 class Arrivals:

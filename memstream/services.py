@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sinks.local import FalkorDBServer
 from topics.broker import running_broker, stop_detached
+from topics.broker_process import pid_alive
 
 WORKER_FILE = "worker.json"
 WORKER_LOG = "worker.log"
@@ -27,16 +28,6 @@ WORKER_LOG = "worker.log"
 
 def worker_file(data_dir: Path) -> Path:
     return data_dir / WORKER_FILE
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_worker_file(data_dir: Path, bootstrap: str, graph_uri: str) -> None:
@@ -63,7 +54,7 @@ def running_worker(data_dir: Path) -> dict[str, object] | None:
         pid = int(str(info["pid"]))
     except (OSError, ValueError, KeyError):
         return None
-    if not _alive(pid):
+    if not pid_alive(pid):
         path.unlink(missing_ok=True)
         return None
     return info
@@ -99,9 +90,9 @@ async def stop_worker(data_dir: Path, timeout_s: float = 30.0) -> bool:
     pid = int(str(info["pid"]))
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    if _alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
     worker_file(data_dir).unlink(missing_ok=True)
     return True

@@ -23,16 +23,14 @@ from sinks.local_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
     FalkorDBServerError,
-    die_with_parent,
     free_bolt_port,
-    free_port,
     log_tail,
-    pid_alive,
-    port_taken,
     read_from,
     ready,
     terminate,
 )
+from topics.broker_process import die_with_parent, free_port, pid_alive
+from topics.broker_process import port_in_use as port_taken
 
 __all__ = ["RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken"]
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import random
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +17,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
 from sinks.ports import StoreError
+from topics.broker_process import pid_alive
+from topics.broker_process import port_in_use as port_taken
 
 LOOPBACK = "127.0.0.1"
 # FalkorDB reads BOLT_PORT as a signed 16-bit number and silently skips Bolt above this.
@@ -31,24 +30,6 @@ class FalkorDBServerError(StoreError):
     """The embedded FalkorDB server could not be started, found or stopped."""
 
 
-_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    """Ask Linux to SIGTERM the child when its parent dies (no orphaned servers)."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def free_bolt_port() -> int:
     """A free loopback port FalkorDB's Bolt listener accepts: it ignores ports above 32767."""
     rng = random.Random()  # noqa: S311  (port choice, not security)
@@ -57,32 +38,6 @@ def free_bolt_port() -> int:
         if not port_taken(port):
             return port
     raise FalkorDBServerError(f"no free port between 10000 and {MAX_BOLT_PORT} for Bolt")
-
-
-def port_taken(port: int) -> bool:
-    """True when something already listens on (or holds) ``127.0.0.1:port``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((LOOPBACK, port))
-        except OSError:
-            return True
-        return False
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; an exited child of ours is reaped first (a zombie is not alive)."""
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def log_tail(path: Path, lines: int = 20) -> str:
