@@ -134,6 +134,8 @@ class SearchSettings(BaseModel):
     fact_weight: float = 1.0
     tag_overlap_min: int = 2
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
+    # A lone request waits this long for others to batch with: it is added to every reply.
+    batch_within_s: float = Field(default=0.002, gt=0)
     usage_history: int = Field(default=20, ge=1)  # usage records kept per node
 
 

@@ -34,7 +34,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
         return []
 
     w = deps.settings.worker
-    register_batch_agent(bound, REQUESTS, "search", handle, stats, w.batch_size, 0.01)
+    register_batch_agent(bound, REQUESTS, "search", handle, stats, w.batch_size,
+                         deps.settings.search.batch_within_s)
     return stats
 
 

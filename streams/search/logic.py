@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,11 +87,26 @@ async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> G
     return Goal(keys=parsed.keys, tags=parsed.tags, rephrasings=rephrasings, mode_used="fine")
 
 
+async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
+                     filters: Sequence[Filter], top_k: int) -> list[MemoryItem]:
+    """Graph recall by exact key (needs no embedding, so fast mode starts it first)."""
+    stored = [t for t in requested_types(req.memory_type) if t != "WorkingMemory"]
+    if not stored or not keys:
+        return []
+    return await deps.graph.find_nodes(req.cube_id, [
+        Filter("key", "in", list(keys)),
+        Filter("status", "=", "activated"),
+        Filter("memory_type", "in", stored),
+        *filters,
+    ], limit=top_k)
+
+
 async def recall(
     req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
-    vectors: np.ndarray, top_k: int,
+    vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
 ) -> Candidates:
-    """Working memory, graph recall and vector recall, in parallel."""
+    """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
+    already under way)."""
     types = requested_types(req.memory_type)
     stored = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
@@ -100,14 +115,9 @@ async def recall(
     pool = max(top_k, deps.settings.memory.working_memory_capacity)
 
     async def by_key() -> list[MemoryItem]:
-        if not stored or not goal.keys:
-            return []
-        return await deps.graph.find_nodes(req.cube_id, [
-            Filter("key", "in", list(goal.keys)),
-            Filter("status", "=", "activated"),
-            Filter("memory_type", "in", list(stored)),
-            *filters,
-        ], limit=top_k)
+        if keyed is not None:
+            return await keyed
+        return await key_recall(req, deps, goal.keys, filters, top_k)
 
     async def by_tags() -> list[MemoryItem]:
         if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
@@ -209,17 +219,24 @@ def dedupe(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
 async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
     """The memories answering ``req``, best first, and the mode actually used."""
     filters = parse_search_filter(req.search_filter)
-    query_vec = (await deps.embedder.embed_queries([req.query]))[0]
-    goal = await parse_goal(req, deps, query_vec)
-    extra = goal.rephrasings[1:]
-    vectors = [query_vec]
-    if extra:
-        vectors.extend(await deps.embedder.embed_queries(extra))
     pool = max(req.top_k * 3, 20)
+    # fast mode's key is the query itself: look it up while the query is being embedded
+    keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
+             if req.mode == "fast" else None)
     try:
-        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool)
+        query_vec = (await deps.embedder.embed_queries([req.query]))[0]
+        goal = await parse_goal(req, deps, query_vec)
+        extra = goal.rephrasings[1:]
+        vectors = [query_vec]
+        if extra:
+            vectors.extend(await deps.embedder.embed_queries(extra))
+        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
+                                  keyed if goal.mode_used == "fast" else None)
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
+    finally:
+        if keyed is not None and not keyed.done():
+            keyed.cancel()
     ranked = await rerank(deps, req.cube_id, query_vec, candidates)
     if goal.mode_used == "fine":
         ranked = await reason(req, deps, ranked)
