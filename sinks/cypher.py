@@ -97,6 +97,14 @@ MATCH (n:Memory {{{AT_NODE}}})
 SET n = $props
 RETURN count(n) AS updated
 """
+# Only the usage history changes: a concurrent status change (a merge) is never undone.
+SET_USAGE = """
+UNWIND $rows AS row
+MATCH (n:Memory {node_key: row.node_key})
+WHERE n.cube_id = $cube_id AND n.id = row.id
+SET n.usage = row.usage
+RETURN count(n) AS updated
+"""
 DELETE_NODES = f"""
 MATCH (n:Memory)
 WHERE {ANY_OF}

@@ -21,6 +21,7 @@ from sinks.graph_props import (
     pair_params,
     props_to_node,
     unique_edges,
+    usage_json,
 )
 from sinks.ports import Direction, Filter, FilterField, GroupCount, StoreError, TagNeighbor
 from topics.models import (
@@ -32,6 +33,7 @@ from topics.models import (
     MemoryType,
     Status,
     Subgraph,
+    UsageRecord,
 )
 
 Row = dict[str, Any]
@@ -105,6 +107,19 @@ class CypherGraphStore(ABC):
         params = {**node_params(cube_id, node.id), "props": props}
         rows = await self._write(cypher.UPDATE_NODE, params)
         return bool(rows and rows[0]["updated"])
+
+    async def record_usage(
+        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int
+    ) -> int:
+        rows = [
+            {"node_key": cypher.node_key(cube_id, n.id), "id": n.id,
+             "usage": usage_json((*n.metadata.usage, record)[-keep:])}
+            for n in await self.get_nodes(cube_id, ids)
+        ]
+        if not rows:
+            return 0
+        result = await self._write(cypher.SET_USAGE, {"cube_id": cube_id, "rows": rows})
+        return int(result[0]["updated"]) if result else 0
 
     async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
         deleted = 0

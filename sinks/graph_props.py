@@ -37,6 +37,12 @@ def node_to_props(item: MemoryItem) -> dict[str, object]:
     return props
 
 
+def usage_json(records: Sequence[UsageRecord]) -> str:
+    """The stored form of a usage history (as ``node_to_props`` writes it)."""
+    dumped = [r.model_dump(mode="json", exclude_none=True) for r in records]
+    return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+
+
 def props_to_node(props: Mapping[str, Any]) -> MemoryItem:
     """The node back from its properties (unknown properties are ignored)."""
     meta: dict[str, Any] = {k: props[k] for k in _META_FIELDS if props.get(k) is not None}

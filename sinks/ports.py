@@ -18,6 +18,7 @@ from topics.models import (
     MemoryType,
     Status,
     Subgraph,
+    UsageRecord,
 )
 
 FilterOp = Literal["=", "!=", "in", "contains", "<", "<=", ">", ">="]
@@ -93,6 +94,12 @@ class GraphStore(Protocol):
 
     async def update_node(self, cube_id: str, node: MemoryItem) -> bool:
         """Replace an existing node's text and metadata; False when it does not exist."""
+
+    async def record_usage(
+        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int
+    ) -> int:
+        """Append ``record`` to the usage history of existing nodes (the newest ``keep``
+        kept), changing nothing else; returns how many nodes were updated."""
 
     async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
         """Delete nodes with their edges; returns how many existed."""

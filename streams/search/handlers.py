@@ -176,10 +176,5 @@ async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]
         return
     query = getattr(request, "query", None)
     record = UsageRecord(at=deps.clock(), requester=request.requester, query=query)
-    keep = deps.settings.search.usage_history
-    for item in items:
-        current = await deps.graph.get_node(request.cube_id, item.id)
-        if current is None:
-            continue
-        usage = (*current.metadata.usage, record)[-keep:]
-        await deps.graph.update_node(request.cube_id, current.evolve(usage=usage))
+    await deps.graph.record_usage(request.cube_id, [i.id for i in items], record,
+                                  deps.settings.search.usage_history)

@@ -123,6 +123,24 @@ async def test_update_node_replaces_only_existing_nodes(graph_store: GraphStore,
     assert await graph_store.get_node(cube, "ghost") is None
 
 
+async def test_record_usage_appends_and_touches_nothing_else(
+    graph_store: GraphStore, cube: str
+) -> None:
+    await graph_store.upsert_nodes(cube, [node(cube, "u1", "used"), node(cube, "u2", "also")])
+    # another writer archives u1 after a reader loaded it: usage must not undo that
+    stale = await graph_store.get_node(cube, "u1")
+    assert stale is not None
+    await graph_store.update_node(cube, stale.evolve(status="archived"))
+    for i in range(4):
+        record = UsageRecord(at=T0 + timedelta(minutes=i), requester="r", query=f"q{i}")
+        assert await graph_store.record_usage(cube, ["u1", "u2", "gone"], record, keep=3) == 2
+    u1, u2 = await graph_store.get_nodes(cube, ["u1", "u2"])
+    assert u1.metadata.status == "archived" and u1.memory == "used"
+    assert [r.query for r in u1.metadata.usage] == ["q1", "q2", "q3"]
+    assert u2.metadata.usage == u1.metadata.usage
+    assert await graph_store.record_usage("other-cube", ["u1"], record, keep=3) == 0
+
+
 async def test_delete_nodes_removes_them_with_their_edges(
     graph_store: GraphStore, cube: str
 ) -> None:
