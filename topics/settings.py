@@ -32,6 +32,9 @@ class KafkaSettings(BaseModel):
     session_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
     rebalance_timeout_s: float = 10.0
+    # Pause after a fetch that returned nothing: the embedded noida broker answers empty
+    # fetches at once (no long poll), which would make idle consumers spin. 0 disables.
+    empty_fetch_pause_s: float = Field(default=0.005, ge=0)
 
 
 class GraphSettings(BaseModel):

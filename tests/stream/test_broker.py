@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -312,3 +313,43 @@ async def test_stale_pidfile_of_a_recycled_pid_is_ignored_not_killed(tmp_path: P
     assert await running_broker(tmp_path) is None
     assert await stop_detached(tmp_path) is False
     assert not (tmp_path / PIDFILE).exists() and not (tmp_path / BOOTSTRAP_FILE).exists()
+
+
+async def test_an_idle_consumer_does_not_spin_on_the_embedded_broker(kafka_broker: str) -> None:
+    """noida answers empty fetches at once; with the pause an idle consumer stays quiet."""
+    import resource
+
+    from topics.kafka_compat import pause_empty_fetches
+
+    topic = f"idle-{os.getpid()}-{time.monotonic_ns()}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 3, 1)])
+    finally:
+        await admin.close()
+
+    def cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    async def idle_cpu(pause_s: float) -> float:
+        pause_empty_fetches(pause_s)
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka_broker, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            await consumer.topics()
+            consumer.assign([TopicPartition(topic, p) for p in range(3)])
+            await asyncio.sleep(0.5)
+            before, start = cpu(), time.monotonic()
+            await asyncio.sleep(2.0)
+            return (cpu() - before) / (time.monotonic() - start)
+        finally:
+            await consumer.stop()
+
+    try:
+        spinning = await idle_cpu(0.0)
+        paused = await idle_cpu(0.005)
+    finally:
+        pause_empty_fetches(0.005)
+    assert paused < spinning / 3, (paused, spinning)
