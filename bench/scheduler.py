@@ -26,12 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.search import make_nodes, memory_texts  # noqa: E402
+from bench.search import make_nodes, memory_texts, pct  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
 from sinks.vector_cache import CachedVectorStore  # noqa: E402
 from streams.memory.logic import working_copy  # noqa: E402
@@ -94,10 +93,6 @@ class Arrivals:
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
-
-
-def ms(samples: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples) * 1000, q))
 
 
 async def main() -> None:
@@ -164,10 +159,10 @@ async def main() -> None:
             ("query → applied (working_memory_replaced)", to_applied)]
     print(f"{'path':<50}{'p50 ms':>9}{'p95 ms':>9}")
     for name, samples in rows:
-        print(f"{name:<50}{ms(samples, 50):>9.1f}{ms(samples, 95):>9.1f}")
-    print(f"ratio to the searches: handler p50 {ms(handler, 50) / ms(search, 50):.2f}×, "
-          f"event p50 {ms(to_event, 50) / ms(search, 50):.2f}×, "
-          f"p95 {ms(to_event, 95) / ms(search, 95):.2f}×; n={len(to_event)}")
+        print(f"{name:<50}{pct(samples, 50):>9.1f}{pct(samples, 95):>9.1f}")
+    print(f"ratio to the searches: handler p50 {pct(handler, 50) / pct(search, 50):.2f}×, "
+          f"event p50 {pct(to_event, 50) / pct(search, 50):.2f}×, "
+          f"p95 {pct(to_event, 95) / pct(search, 95):.2f}×; n={len(to_event)}")
 
 
 if __name__ == "__main__":

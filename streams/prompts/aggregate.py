@@ -9,8 +9,6 @@ when at least three members share at least two subject (non-generic) tags.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from streams.llm.port import ChatMessage, Task
@@ -23,6 +21,7 @@ from streams.prompts.members import (
     listed_keys,
     members_block,
     norm_tag,
+    one_line,
     subject_tags,
 )
 from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, language_rule, nonblank
@@ -54,12 +53,7 @@ class AggregateResponse(BaseModel):
     tags: list[str] = Field(default_factory=list)
     background: str = ""
 
-    @field_validator("key", "value", "background", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        if value is None:
-            return ""
-        return " ".join(value.split()) if isinstance(value, str) else value
+    _text = field_validator("key", "value", "background", mode="before")(one_line)
 
     _tags = field_validator("tags", mode="before")(clean_tag_list)
 

@@ -141,6 +141,13 @@ def members_block(members: Sequence[MemberNote]) -> str:
     return "\n".join(lines) or "(none)"
 
 
+def one_line(value: Any) -> Any:
+    """For answer models: a text field on one line, whitespace squashed; null becomes ""."""
+    if value is None:
+        return ""
+    return " ".join(value.split()) if isinstance(value, str) else value
+
+
 def clean_tag_list(value: Any) -> Any:
     """For answer models: ``clean_strings``, with a missing list read as empty."""
     return [] if value is None else clean_strings(value)

@@ -10,7 +10,7 @@ in the language most members are written in.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -23,6 +23,7 @@ from streams.prompts.members import (
     joined,
     listed_keys,
     members_block,
+    one_line,
     ranked_tags,
     subject_tags,
 )
@@ -50,12 +51,7 @@ class SummaryResponse(BaseModel):
     tags: list[str] = Field(default_factory=list)
     background: str = ""
 
-    @field_validator("key", "value", "background", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        if value is None:
-            return ""
-        return " ".join(value.split()) if isinstance(value, str) else value
+    _text = field_validator("key", "value", "background", mode="before")(one_line)
 
     _tags = field_validator("tags", mode="before")(clean_tag_list)
 
