@@ -15,6 +15,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
+from streams.lane import LaneHandler, RequestLane
 from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
 from topics.events import WriteToken
 from topics.progress import Progress
@@ -41,11 +42,22 @@ class WorkerApp(faust.App):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.start_hooks: list[StartHook] = []
+        self.lanes: list[RequestLane] = []
 
     async def on_first_start(self) -> None:
         await super().on_first_start()
         for hook in self.start_hooks:
             await hook()
+
+    async def on_started(self) -> None:
+        await super().on_started()
+        for lane in self.lanes:
+            await lane.start()
+
+    async def on_stop(self) -> None:
+        for lane in self.lanes:  # before the producer their replies go through is flushed
+            await lane.stop()
+        await super().on_stop()
 
 
 @dataclass
@@ -54,6 +66,7 @@ class BoundTopics:
 
     app: faust.App
     settings: Settings
+    bootstrap: str
     topics: dict[str, faust.TopicT] = field(default_factory=dict)
     extra: dict[str, faust.TopicT] = field(default_factory=dict)
     services: dict[str, Any] = field(default_factory=dict)  # stage objects (e.g. the optimizer)
@@ -66,6 +79,16 @@ class BoundTopics:
         if not isinstance(self.app, WorkerApp):
             raise TypeError("start hooks need an app made by create_app")
         self.app.start_hooks.append(hook)
+
+    def add_lane(self, spec: TopicSpec, name: str, handler: LaneHandler, stats: StageStats,
+                 max_in_flight: int) -> RequestLane:
+        """Serve ``spec`` through a request lane started and stopped with the app."""
+        if not isinstance(self.app, WorkerApp):
+            raise TypeError("request lanes need an app made by create_app")
+        lane = RequestLane(self.settings, self.bootstrap, spec, name, handler, stats,
+                           max_in_flight)
+        self.app.lanes.append(lane)
+        return lane
 
     def named(self, name: str) -> faust.TopicT:
         """A topic by full name (reply topics chosen by clients), cached."""
@@ -110,7 +133,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         producer_acks=-1,
         loghandlers=[],
     )
-    bound = BoundTopics(app=app, settings=settings)
+    bound = BoundTopics(app=app, settings=settings, bootstrap=bootstrap)
     for spec in ALL_TOPICS:
         bound.topics[spec.suffix] = app.topic(
             spec.name(settings),

@@ -22,7 +22,7 @@ from streams.llm.factory import create_llm
 from streams.llm.port import LLM
 from streams.runtime import Clock, Deps, StageStats
 from topics.admin import ensure_topics
-from topics.kafka_compat import pause_empty_fetches
+from topics.kafka_compat import configure_fetch_pause
 from topics.models import utcnow
 from topics.progress import Progress
 from topics.settings import Settings
@@ -61,7 +61,7 @@ class Worker:
 
     async def start(self) -> None:
         s = self.settings
-        pause_empty_fetches(s.kafka.empty_fetch_pause_s)
+        configure_fetch_pause(s.kafka)
         await ensure_topics(s, self.bootstrap)
         deps = await self.open_deps()
         llm, embedder = deps.llm, deps.embedder

@@ -39,7 +39,7 @@ from topics.events import (
     WriteToken,
     new_event_id,
 )
-from topics.kafka_compat import pause_empty_fetches
+from topics.kafka_compat import configure_fetch_pause
 from topics.models import MemoryItem, MemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
 from topics.registry import (
@@ -101,11 +101,11 @@ class MemoryClient:
             self._bootstrap = await running_broker(self.settings.data_dir / "broker")
         from topics.admin import ensure_topics
 
-        pause_empty_fetches(self.settings.kafka.empty_fetch_pause_s)
+        configure_fetch_pause(self.settings.kafka)
         await ensure_topics(self.settings, self.bootstrap)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", client_id=self.settings.kafka.client_id,
-            linger_ms=1,
+            linger_ms=0,
         )
         await self._producer.start()
 

@@ -120,6 +120,16 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
 )
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
 
+# Topics served by a request lane (``streams/lane.py``) in a consumer group of their own,
+# apart from the stages' group (``Settings.app_id``).
+LANE_TOPICS: tuple[TopicSpec, ...] = (REQUESTS,)
+
+
+def consumer_group(settings: Settings, spec: TopicSpec) -> str:
+    """The consumer group whose committed offsets say how far workers got on ``spec``."""
+    return f"{settings.app_id}-{spec.suffix}" if spec in LANE_TOPICS else settings.app_id
+
+
 # The topics a worker consumes today (its lag is what `memstream status` reports).
 WORKER_INPUTS: tuple[TopicSpec, ...] = (
     CONVERSATIONS, MEMORY_ITEMS, MEMORY_COMMANDS, REQUESTS,

@@ -35,6 +35,10 @@ class KafkaSettings(BaseModel):
     # Pause after a fetch that returned nothing: the embedded noida broker answers empty
     # fetches at once (no long poll), which would make idle consumers spin. 0 disables.
     empty_fetch_pause_s: float = Field(default=0.005, ge=0)
+    # ... but only this long while a consumer is busy (it got records within the window),
+    # so request/reply round trips under load are not paced by the idle pause.
+    busy_fetch_pause_s: float = Field(default=0.0005, ge=0)
+    busy_window_s: float = Field(default=1.0, ge=0)
 
 
 class GraphSettings(BaseModel):
@@ -137,8 +141,9 @@ class SearchSettings(BaseModel):
     fact_weight: float = 1.0
     tag_overlap_min: int = 2
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
-    # A lone request waits this long for others to batch with: it is added to every reply.
-    batch_within_s: float = Field(default=0.002, gt=0)
+    # Requests one worker answers at once; more wait in the log (no batch window: each
+    # request is answered as soon as it arrives).
+    max_in_flight: int = Field(default=16, ge=1)
     usage_history: int = Field(default=20, ge=1)  # usage records kept per node
 
 

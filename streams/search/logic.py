@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sinks.filtering import matches_all
-from sinks.ports import Filter, StoreError
+from sinks.filtering import matches_all, vector_filter_supported
+from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
 from streams.llm.port import LLMError
 from streams.prompts.search import (
     GOAL_PARSER,
@@ -33,6 +33,8 @@ from topics.models import MemoryItem, MemoryType
 log = logging.getLogger("memstream.search")
 
 STORED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
+# Extra nodes read per round beyond those still wanted, for hits the graph or dedupe drops.
+MATERIALIZE_SLACK = 5
 
 
 @dataclass
@@ -47,11 +49,22 @@ class Goal:
 
 @dataclass
 class Candidates:
+    """Recalled ids: nodes already read from the graph, and vector hits whose node is read
+    only if they rank high enough to be returned (most never are)."""
+
     items: dict[str, MemoryItem] = field(default_factory=dict)
+    records: dict[str, VectorRecord] = field(default_factory=dict)
 
     def add(self, nodes: Sequence[MemoryItem]) -> None:
         for node in nodes:
             self.items.setdefault(node.id, node)
+
+    def add_hits(self, hits: Sequence[VectorHit]) -> None:
+        for hit in hits:
+            self.records.setdefault(hit.id, hit.record)
+
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys([*self.items, *self.records]))
 
 
 def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
@@ -128,53 +141,83 @@ async def recall(
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
-    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
-                        ) -> list[MemoryItem]:
+    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int) -> None:
         if not memory_types:
-            return []
-        hits = await deps.store.search(req.cube_id, vec.tolist(), k,
-                                       memory_types=list(memory_types), filters=filters)
-        return [item for item, _ in hits]
+            return
+        if all(vector_filter_supported(f) for f in filters):
+            # The vector index applies every filter: keep the hits, read nodes later.
+            found.add_hits(await deps.vectors.search(
+                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters))
+        else:  # a filter only the graph can apply: join now
+            hits = await deps.store.search(req.cube_id, vec.tolist(), k,
+                                           memory_types=list(memory_types), filters=filters)
+            found.add([item for item, _ in hits])
+
+    async def nodes_from(recalled: Awaitable[list[MemoryItem]]) -> None:
+        found.add(await recalled)
 
     working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
-    results = await asyncio.gather(
-        by_key(), by_tags(),
+    await asyncio.gather(
+        nodes_from(by_key()), nodes_from(by_tags()),
         by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0)),
         *(by_vector(v, stored, top_k) for v in vectors[1:]))
-    for nodes in results:
-        found.add(nodes)
     return found
 
 
-def hierarchy_weight(deps: Deps, item: MemoryItem) -> float:
-    cfg = deps.settings.search
-    match item.metadata.hierarchy_level:
-        case "topic":
-            return cfg.topic_weight
-        case "concept":
-            return cfg.concept_weight
-        case "fact":
-            return cfg.fact_weight
+_WEIGHT_FIELD = {"topic": "topic_weight", "concept": "concept_weight", "fact": "fact_weight"}
+
+
+def level_weight(deps: Deps, level: str) -> float:
+    return float(getattr(deps.settings.search, _WEIGHT_FIELD.get(level, "fact_weight")))
 
 
 async def rerank(
     deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
-) -> list[ScoredMemory]:
-    """Cosine similarity of query and candidate embeddings, weighted by hierarchy level."""
-    ids = list(candidates.items)
+) -> list[tuple[str, float]]:
+    """Candidate ids by cosine similarity of query and embedding, weighted by hierarchy
+    level (the node's when read, else the vector record's copy of it)."""
+    missing = [i for i in candidates.items if i not in candidates.records]
+    records = dict(candidates.records)
+    if missing:
+        records.update({r.id: r for r in await deps.vectors.get(cube_id, missing)})
+    # a node whose vector is not written yet is not searchable yet
+    ids = [i for i in candidates.ids() if i in records]
     if not ids:
         return []
-    records = {r.id: r for r in await deps.vectors.get(cube_id, ids)}
+    matrix = np.asarray([records[i].vector for i in ids], dtype=np.float32)
+    cosines = matrix @ query_vec
     scored = []
-    for node_id in ids:
-        record = records.get(node_id)
-        if record is None:
-            continue  # a node whose vector is not written yet is not searchable yet
-        item = candidates.items[node_id]
-        cosine = float(np.dot(np.asarray(record.vector, dtype=np.float32), query_vec))
-        scored.append(ScoredMemory(item=item, score=cosine * hierarchy_weight(deps, item)))
-    scored.sort(key=lambda s: s.score, reverse=True)
+    for node_id, cosine in zip(ids, cosines.tolist(), strict=True):
+        item = candidates.items.get(node_id)
+        level = item.metadata.hierarchy_level if item else records[node_id].hierarchy_level
+        scored.append((node_id, cosine * level_weight(deps, level)))
+    scored.sort(key=lambda s: s[1], reverse=True)
     return scored
+
+
+async def materialize(
+    req: SearchRequest, deps: Deps, ranked: list[tuple[str, float]], candidates: Candidates,
+    filters: Sequence[Filter], want: int,
+) -> list[ScoredMemory]:
+    """The best ``want`` distinct memories of ``ranked``, reading from the graph only the
+    nodes needed, a few at a time. The graph has the last word: a vector hit whose node is
+    missing, no longer activated, of another type or failing a filter is skipped."""
+    types = set(requested_types(req.memory_type))
+    present = {node_id for node_id, _ in ranked}
+    out: list[ScoredMemory] = []
+    pos = 0
+    while pos < len(ranked) and len(dedupe(out, present)) < want:
+        chunk = ranked[pos: pos + want - len(dedupe(out, present)) + MATERIALIZE_SLACK]
+        pos += len(chunk)
+        unread = [i for i, _ in chunk if i not in candidates.items]
+        for node in await deps.graph.get_nodes(req.cube_id, unread) if unread else []:
+            meta = node.metadata
+            if (meta.status == "activated" and meta.memory_type in types
+                    and matches_all(node, filters)):
+                candidates.items[node.id] = node
+        out.extend(ScoredMemory(item=candidates.items[i], score=score)
+                   for i, score in chunk if i in candidates.items)
+    return dedupe(out, present)[:want]
 
 
 async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
@@ -196,10 +239,11 @@ async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> 
     return [s for s in ranked if s.item.id in keep] or ranked
 
 
-def dedupe(ranked: list[ScoredMemory]) -> list[ScoredMemory]:
+def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[ScoredMemory]:
     """One entry per memory: a working-memory copy and its long-term node count once, and
-    the long-term node (the canonical id, with its lineage) is the one kept."""
-    present = {s.item.id for s in ranked}
+    the long-term node (the canonical id, with its lineage) is the one kept. ``present``:
+    every id recalled (default: those in ``ranked``)."""
+    present = {s.item.id for s in ranked} if present is None else present
     seen_ids: set[str] = set()
     seen_text: set[str] = set()
     out = []
@@ -232,12 +276,15 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
             vectors.extend(await deps.embedder.embed_queries(extra))
         candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
                                   keyed if goal.mode_used == "fast" else None)
+        ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+        if goal.mode_used == "fine":  # the reasoner picks from a shortlist
+            shortlist = await materialize(req, deps, ranked, candidates, filters,
+                                          max(req.top_k * 2, 10))
+            return dedupe(await reason(req, deps, shortlist))[: req.top_k], goal.mode_used
+        return (await materialize(req, deps, ranked, candidates, filters, req.top_k),
+                goal.mode_used)
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:
         if keyed is not None and not keyed.done():
             keyed.cancel()
-    ranked = await rerank(deps, req.cube_id, query_vec, candidates)
-    if goal.mode_used == "fine":
-        ranked = await reason(req, deps, ranked)
-    return dedupe(ranked)[: req.top_k], goal.mode_used

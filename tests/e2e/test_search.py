@@ -181,3 +181,22 @@ async def test_usage_is_recorded_after_a_search(pipeline: Pipeline) -> None:
         if node.metadata.usage:
             break
     assert node.metadata.usage and node.metadata.usage[-1].query == "cello"
+
+
+async def test_the_graph_has_the_last_word_over_a_stale_vector_record(pipeline: Pipeline) -> None:
+    # Vector hits are ranked before their nodes are read. A node archived in the graph whose
+    # vector record still says activated (a write under way) is never returned, and the
+    # search reads further down the ranking to still fill top_k.
+    await add_and_wait(pipeline, "stale", FOOD + TRAVEL)
+    graph = pipeline.deps.graph
+    before = await pipeline.client.search("stale", "what tea do I drink?", top_k=3,
+                                          memory_type="LongTermMemory")
+    archived = [s.item for s in before[:2]]
+    for item in archived:
+        meta = item.metadata.model_copy(update={"status": "archived"})
+        await graph.update_node("stale", item.model_copy(update={"metadata": meta}))
+    after = await pipeline.client.search("stale", "what tea do I drink?", top_k=3,
+                                         memory_type="LongTermMemory")
+    assert len(after) == 3
+    assert {s.item.id for s in after}.isdisjoint({i.id for i in archived})
+    assert before[2].item.id == after[0].item.id

@@ -1,0 +1,22 @@
+"""The adaptive pause after empty fetches (the embedded broker never long-polls)."""
+
+from __future__ import annotations
+
+from topics.kafka_compat import FetchPause
+
+
+def test_a_busy_consumer_pauses_briefly_and_an_idle_one_the_full_jittered_pause() -> None:
+    pause = FetchPause(pause_s=0.005, busy_pause_s=0.0005, busy_window_s=1.0)
+    # records 0.2 s ago: busy, so a request/reply hop waits at most half a millisecond
+    assert pause.after_empty(now=10.0, last_data=9.8) == 0.0005
+    # never had records, or none for longer than the window: the idle pause, jittered so
+    # consumers with the same pause do not fall into step
+    idle = [pause.after_empty(now=10.0, last_data=None) for _ in range(200)]
+    idle += [pause.after_empty(now=10.0, last_data=8.5) for _ in range(200)]
+    assert all(0.0025 <= d <= 0.0075 for d in idle)
+    assert max(idle) - min(idle) > 0.002
+
+
+def test_the_busy_pause_never_exceeds_the_idle_one() -> None:
+    pause = FetchPause(pause_s=0.001, busy_pause_s=0.01, busy_window_s=1.0)
+    assert pause.after_empty(now=5.0, last_data=4.9) == 0.001
