@@ -105,6 +105,14 @@ WHERE n.cube_id = $cube_id AND n.id = row.id
 SET n.usage = row.usage
 RETURN count(n) AS updated
 """
+# The same, only where the history is still the one the caller read (compare-and-set).
+SET_USAGE_IF_UNCHANGED = """
+UNWIND $rows AS row
+MATCH (n:Memory {node_key: row.node_key})
+WHERE n.cube_id = $cube_id AND n.id = row.id AND coalesce(n.usage, '[]') = row.expected
+SET n.usage = row.usage
+RETURN collect(n.id) AS updated
+"""
 DELETE_NODES = f"""
 MATCH (n:Memory)
 WHERE {ANY_OF}

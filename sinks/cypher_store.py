@@ -109,17 +109,35 @@ class CypherGraphStore(ABC):
         return bool(rows and rows[0]["updated"])
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int
+        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        seen: Sequence[MemoryItem] = (),
     ) -> int:
+        wanted = _unique(ids)
+        known = {n.id: n for n in seen if n.id in set(wanted)}
+        updated = 0
+        if known:  # one write, no read: the histories as the caller saw them, if unchanged
+            rows = [
+                {"node_key": cypher.node_key(cube_id, n.id), "id": n.id,
+                 "expected": usage_json(n.metadata.usage),
+                 "usage": usage_json((*n.metadata.usage, record)[-keep:])}
+                for n in known.values()
+            ]
+            result = await self._write(cypher.SET_USAGE_IF_UNCHANGED,
+                                       {"cube_id": cube_id, "rows": rows})
+            done = set(result[0]["updated"]) if result else set()
+            updated += len(done)
+            wanted = [i for i in wanted if i not in done]
+        if not wanted:
+            return updated
         rows = [
             {"node_key": cypher.node_key(cube_id, n.id), "id": n.id,
              "usage": usage_json((*n.metadata.usage, record)[-keep:])}
-            for n in await self.get_nodes(cube_id, ids)
+            for n in await self.get_nodes(cube_id, wanted)
         ]
         if not rows:
-            return 0
+            return updated
         result = await self._write(cypher.SET_USAGE, {"cube_id": cube_id, "rows": rows})
-        return int(result[0]["updated"]) if result else 0
+        return updated + (int(result[0]["updated"]) if result else 0)
 
     async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
         deleted = 0

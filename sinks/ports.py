@@ -96,10 +96,13 @@ class GraphStore(Protocol):
         """Replace an existing node's text and metadata; False when it does not exist."""
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int
+        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        seen: Sequence[MemoryItem] = (),
     ) -> int:
         """Append ``record`` to the usage history of existing nodes (the newest ``keep``
-        kept), changing nothing else; returns how many nodes were updated."""
+        kept), changing nothing else; returns how many nodes were updated. ``seen``: nodes
+        as the caller last read them; where a history has not changed since, no read is
+        needed (a changed one is read again: no use is ever lost)."""
 
     async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
         """Delete nodes with their edges; returns how many existed."""

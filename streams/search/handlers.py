@@ -177,4 +177,4 @@ async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]
     query = getattr(request, "query", None)
     record = UsageRecord(at=deps.clock(), requester=request.requester, query=query)
     await deps.graph.record_usage(request.cube_id, [i.id for i in items], record,
-                                  deps.settings.search.usage_history)
+                                  deps.settings.search.usage_history, seen=items)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -139,6 +140,35 @@ async def test_record_usage_appends_and_touches_nothing_else(
     assert [r.query for r in u1.metadata.usage] == ["q1", "q2", "q3"]
     assert u2.metadata.usage == u1.metadata.usage
     assert await graph_store.record_usage("other-cube", ["u1"], record, keep=3) == 0
+
+
+async def test_record_usage_from_nodes_just_read_skips_the_read_and_loses_no_use(
+    graph_store: GraphStore, cube: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await graph_store.upsert_nodes(cube, [node(cube, "s1", "seen"), node(cube, "s2", "too")])
+    seen = await graph_store.get_nodes(cube, ["s1", "s2"])
+    first = UsageRecord(at=T0, requester="r", query="first")
+    reads: list[Sequence[str]] = []
+    real_get_nodes = graph_store.get_nodes
+
+    async def counting_get_nodes(cube_id: str, ids: Sequence[str]) -> list[MemoryItem]:
+        reads.append(ids)
+        return await real_get_nodes(cube_id, ids)
+
+    monkeypatch.setattr(graph_store, "get_nodes", counting_get_nodes)
+    # the histories are as read: one write, no read
+    assert await graph_store.record_usage(cube, ["s1", "s2"], first, keep=5, seen=seen) == 2
+    assert reads == []
+    # a search that read the nodes before that use records with stale copies: the changed
+    # histories are read again and both uses are kept
+    late = UsageRecord(at=T0 + timedelta(minutes=1), requester="r", query="late")
+    assert await graph_store.record_usage(cube, ["s1", "s2"], late, keep=5, seen=seen) == 2
+    assert reads == [["s1", "s2"]]
+    monkeypatch.undo()
+    for n in await graph_store.get_nodes(cube, ["s1", "s2"]):
+        assert [r.query for r in n.metadata.usage] == ["first", "late"]
+    await graph_store.delete_nodes(cube, ["s2"])
+    assert await graph_store.record_usage(cube, ["s1", "s2"], late, keep=5, seen=seen) == 1
 
 
 async def test_delete_nodes_removes_them_with_their_edges(
