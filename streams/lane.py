@@ -26,6 +26,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from streams.runtime import RawRecord, StageStats
+from topics.kafka_compat import mark_latency_sensitive
 from topics.registry import TopicSpec, consumer_group
 from topics.settings import Settings
 
@@ -79,6 +80,7 @@ class RequestLane:
             rebalance_timeout_ms=int(k.rebalance_timeout_s * 1000),
         )
         await consumer.start()
+        mark_latency_sensitive(consumer)
         consumer.subscribe([self.spec.name(self.settings)], listener=_OnRebalance(self))
         self._consumer = consumer
         self._loop_task = asyncio.create_task(self._consume(), name=f"lane-{self.name}")

@@ -39,7 +39,7 @@ from topics.events import (
     WriteToken,
     new_event_id,
 )
-from topics.kafka_compat import configure_fetch_pause
+from topics.kafka_compat import configure_fetch_pause, mark_latency_sensitive
 from topics.models import MemoryItem, MemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
 from topics.registry import (
@@ -340,6 +340,8 @@ class MemoryClient:
     ) -> AsyncIterator[BaseModel]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
+        if not until_end:
+            mark_latency_sensitive(consumer)  # a subscriber waits on what comes next
         try:
             name = spec.name(self.settings)
             parts = consumer.partitions_for_topic(name) or set()

@@ -35,8 +35,11 @@ class KafkaSettings(BaseModel):
     # Pause after a fetch that returned nothing: the embedded noida broker answers empty
     # fetches at once (no long poll), which would make idle consumers spin. 0 disables.
     empty_fetch_pause_s: float = Field(default=0.005, ge=0)
-    # ... but only this long while a consumer is busy (it got records within the window),
-    # so request/reply round trips under load are not paced by the idle pause.
+    # ... that long for consumers someone waits on (search requests, a client's replies);
+    # the stages' and other background consumers pause this long when idle ...
+    background_fetch_pause_s: float = Field(default=0.025, ge=0)
+    # ... and every consumer only this long while busy (it got records within the window),
+    # so request/reply round trips and ingest bursts are not paced by the idle pause.
     busy_fetch_pause_s: float = Field(default=0.0005, ge=0)
     busy_window_s: float = Field(default=1.0, ge=0)
 

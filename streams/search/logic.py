@@ -54,14 +54,17 @@ class Candidates:
 
     items: dict[str, MemoryItem] = field(default_factory=dict)
     records: dict[str, VectorRecord] = field(default_factory=dict)
+    cosines: dict[str, float] = field(default_factory=dict)  # hits of the query's own vector
 
     def add(self, nodes: Sequence[MemoryItem]) -> None:
         for node in nodes:
             self.items.setdefault(node.id, node)
 
-    def add_hits(self, hits: Sequence[VectorHit]) -> None:
+    def add_hits(self, hits: Sequence[VectorHit], of_query: bool) -> None:
         for hit in hits:
             self.records.setdefault(hit.id, hit.record)
+            if of_query:
+                self.cosines[hit.id] = hit.score
 
     def ids(self) -> list[str]:
         return list(dict.fromkeys([*self.items, *self.records]))
@@ -141,13 +144,15 @@ async def recall(
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
-    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int) -> None:
+    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
+                        of_query: bool = False) -> None:
         if not memory_types:
             return
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
             found.add_hits(await deps.vectors.search(
-                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters))
+                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters),
+                of_query)
         else:  # a filter only the graph can apply: join now
             hits = await deps.store.search(req.cube_id, vec.tolist(), k,
                                            memory_types=list(memory_types), filters=filters)
@@ -159,7 +164,7 @@ async def recall(
     working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
     await asyncio.gather(
         nodes_from(by_key()), nodes_from(by_tags()),
-        by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0)),
+        by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0), True),
         *(by_vector(v, stored, top_k) for v in vectors[1:]))
     return found
 
@@ -182,12 +187,13 @@ async def rerank(
         records.update({r.id: r for r in await deps.vectors.get(cube_id, missing)})
     # a node whose vector is not written yet is not searchable yet
     ids = [i for i in candidates.ids() if i in records]
-    if not ids:
-        return []
-    matrix = np.asarray([records[i].vector for i in ids], dtype=np.float32)
-    cosines = matrix @ query_vec
+    cosines = dict(candidates.cosines)  # the vector search's own scores, where it has them
+    if rest := [i for i in ids if i not in cosines]:
+        matrix = np.asarray([records[i].vector for i in rest], dtype=np.float32)
+        cosines.update(zip(rest, (matrix @ query_vec).tolist(), strict=True))
     scored = []
-    for node_id, cosine in zip(ids, cosines.tolist(), strict=True):
+    for node_id in ids:
+        cosine = cosines[node_id]
         item = candidates.items.get(node_id)
         level = item.metadata.hierarchy_level if item else records[node_id].hierarchy_level
         scored.append((node_id, cosine * level_weight(deps, level)))

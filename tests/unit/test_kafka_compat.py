@@ -20,3 +20,14 @@ def test_a_busy_consumer_pauses_briefly_and_an_idle_one_the_full_jittered_pause(
 def test_the_busy_pause_never_exceeds_the_idle_one() -> None:
     pause = FetchPause(pause_s=0.001, busy_pause_s=0.01, busy_window_s=1.0)
     assert pause.after_empty(now=5.0, last_data=4.9) == 0.001
+
+
+def test_idle_background_consumers_pause_longer_than_ones_someone_waits_on() -> None:
+    pause = FetchPause(pause_s=0.005, busy_pause_s=0.0005, busy_window_s=1.0,
+                       background_pause_s=0.025)
+    waited_on = [pause.after_empty(10.0, None, latency=True) for _ in range(100)]
+    background = [pause.after_empty(10.0, None, latency=False) for _ in range(100)]
+    assert all(0.0025 <= d <= 0.0075 for d in waited_on)
+    assert all(0.0125 <= d <= 0.0375 for d in background)
+    # busy is busy, whichever kind: an ingest burst is not paced by the idle pause
+    assert pause.after_empty(10.0, 9.9, latency=False) == 0.0005
