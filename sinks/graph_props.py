@@ -6,16 +6,22 @@ carries the derived ``cube_key`` / ``node_key`` that the indexes serve.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from sinks import cypher
 from sinks.ports import StoreError
 from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
-_JSON_FIELDS = {"sources": SourceRef, "usage": UsageRecord}
+# Stored as JSON text; serialised and parsed in one pydantic-core call each (a node's
+# usage history is read with it on every search that returns it).
+_JSON_FIELDS: dict[str, TypeAdapter[Any]] = {
+    "sources": TypeAdapter(list[SourceRef]),
+    "usage": TypeAdapter(list[UsageRecord]),
+}
 _META_FIELDS = tuple(MemoryMetadata.model_fields)
 
 
@@ -26,8 +32,7 @@ def node_to_props(item: MemoryItem) -> dict[str, object]:
     for name in _META_FIELDS:
         value: object = getattr(meta, name)
         if name in _JSON_FIELDS:
-            dumped = [v.model_dump(mode="json", exclude_none=True) for v in getattr(meta, name)]
-            value = json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+            value = _json_text(name, getattr(meta, name))
         elif isinstance(value, datetime):
             value = cypher.iso(value)
         elif isinstance(value, tuple):
@@ -37,18 +42,26 @@ def node_to_props(item: MemoryItem) -> dict[str, object]:
     return props
 
 
+def _json_text(name: str, values: Sequence[Any]) -> str:
+    """Compact JSON, non-ASCII kept, ``None`` fields left out."""
+    return _JSON_FIELDS[name].dump_json(list(values), exclude_none=True).decode()
+
+
 def usage_json(records: Sequence[UsageRecord]) -> str:
     """The stored form of a usage history (as ``node_to_props`` writes it)."""
-    dumped = [r.model_dump(mode="json", exclude_none=True) for r in records]
-    return json.dumps(dumped, ensure_ascii=False, separators=(",", ":"))
+    return _json_text("usage", records)
 
 
 def props_to_node(props: Mapping[str, Any]) -> MemoryItem:
     """The node back from its properties (unknown properties are ignored)."""
     meta: dict[str, Any] = {k: props[k] for k in _META_FIELDS if props.get(k) is not None}
-    for name in _JSON_FIELDS:
+    for name, adapter in _JSON_FIELDS.items():
         if name in meta:
-            meta[name] = json.loads(meta[name])
+            try:
+                meta[name] = adapter.validate_json(meta[name])
+            except ValueError as exc:
+                raise StoreError(
+                    f"stored node {props.get('id')!r} has an invalid {name}: {exc}") from exc
     try:
         return MemoryItem(
             id=props["id"], memory=props["memory"], metadata=MemoryMetadata.model_validate(meta)
