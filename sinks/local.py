@@ -241,6 +241,9 @@ class FalkorDBServer:
             "--appendonly", "no" if bolt is not None else "yes",
             "--dbfilename", "falkordb.rdb",
             "--save", "300 1 60 1000",
+            # SIGTERM always ends the server: by default redis stays up when its final save
+            # fails (say the data dir is gone), which would orphan a server whose parent died.
+            "--shutdown-on-sigterm", "force",
             "--loadmodule", module,
         ]  # fmt: skip
         if bolt is not None:

@@ -153,13 +153,15 @@ async def test_text_with_nul_is_refused_rather_than_cut(tmp_path: Path) -> None:
 
 
 CHILD = """
-import asyncio, sys, time
+import asyncio, shutil, sys, time
 from pathlib import Path
 from sinks.local import FalkorDBServer
 
 async def main():
     server = FalkorDBServer(Path(sys.argv[1]))
     await server.start(detached=sys.argv[2] == "detached")
+    if sys.argv[2] == "attached-dir-gone":  # e.g. a temporary directory already cleaned up
+        shutil.rmtree(sys.argv[1])
     print(server.pid, flush=True)
     if sys.argv[2] != "detached":
         time.sleep(60)
@@ -168,9 +170,11 @@ asyncio.run(main())
 """
 
 
-async def test_an_attached_server_dies_with_its_parent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["attached", "attached-dir-gone"])
+async def test_an_attached_server_dies_with_its_parent(tmp_path: Path, mode: str) -> None:
+    # Even when its data dir is gone and the final save fails (redis would keep running).
     parent = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "db"), "attached"], stdout=subprocess.PIPE
+        [sys.executable, "-c", CHILD, str(tmp_path / "db"), mode], stdout=subprocess.PIPE
     )
     assert parent.stdout is not None
     pid = int(parent.stdout.readline())
