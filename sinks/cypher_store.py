@@ -113,7 +113,8 @@ class CypherGraphStore(ABC):
         seen: Sequence[MemoryItem] = (),
     ) -> int:
         wanted = _unique(ids)
-        known = {n.id: n for n in seen if n.id in set(wanted)}
+        wanted_set = set(wanted)
+        known = {n.id: n for n in seen if n.id in wanted_set}
         updated = 0
         if known:  # one write, no read: the histories as the caller saw them, if unchanged
             rows = [

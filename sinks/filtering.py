@@ -98,7 +98,17 @@ def matches(item: MemoryItem, flt: Filter) -> bool:
         if flt.op in ("=", "!=") and isinstance(value, list | tuple):
             return (tuple(value) == tuple(actual)) == (flt.op == "=")
         raise StoreError(f"filter {flt.field} {flt.op}: lists support =, != (a list), in, contains")
-    match flt.op:
+    if flt.op == "contains":
+        if not isinstance(actual, str) or not isinstance(value, str):
+            raise StoreError(f"'contains' on {flt.field} needs text")
+        return value in actual
+    return scalar_matches(flt.op, actual, value)
+
+
+def scalar_matches(op: str, actual: Any, value: Any) -> bool:
+    """``=``, ``!=``, ``in`` and the ranges on one scalar (``None`` never satisfies a range);
+    shared by node filtering and the in-memory vector index."""
+    match op:
         case "=":
             return bool(actual == value)
         case "!=":
@@ -106,12 +116,8 @@ def matches(item: MemoryItem, flt: Filter) -> bool:
         case "in":
             assert isinstance(value, list | tuple | set | frozenset)  # noqa: S101
             return actual in value
-        case "contains":
-            if not isinstance(actual, str) or not isinstance(value, str):
-                raise StoreError(f"'contains' on {flt.field} needs text")
-            return value in actual
         case _:
-            return _compare(flt.op, actual, value)
+            return _compare(op, actual, value)
 
 
 def matches_all(item: MemoryItem, filters: Sequence[Filter]) -> bool:

@@ -23,11 +23,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from sinks.milvus_expr import Expression, cube_expression, render, search_expression
+from sinks.milvus_expr import (
+    Expression,
+    cube_expression,
+    query_vector,
+    render,
+    search_expression,
+)
 from sinks.milvus_schema import (
     REQUIRED_FIELDS,
     SCALAR_FIELDS,
@@ -363,9 +368,7 @@ class MilvusVectorStore:
         filters: Sequence[Filter] = (),
     ) -> list[VectorHit]:
         """Top-k by cosine similarity (higher is closer) within one cube."""
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape != (self._dim,):
-            raise StoreError(f"query vector has shape {query.shape}, expected ({self._dim},)")
+        query = query_vector(vector, self._dim)
         expr = search_expression(cube_id, memory_types, status, filters)
         part = await self._partition(cube_id, create=False)
         if part is None or expr.empty or top_k <= 0:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
+
 from sinks.filtering import as_datetime, vector_filter_supported
 from sinks.ports import Filter, StoreError
 from topics.models import MemoryType, Status
@@ -96,6 +98,14 @@ def add_filter(expr: Expression, flt: Filter) -> None:
         expr.clauses.append(f"{flt.field} in {expr.param(strings)}")
         return
     expr.clauses.append(f"{flt.field} {_CMP[flt.op]} {expr.param(_string_value(flt, flt.value))}")
+
+
+def query_vector(vector: Sequence[float], dim: int) -> np.ndarray:
+    """A search's query as float32, refused unless it has the collection's dimension."""
+    query = np.asarray(vector, dtype=np.float32)
+    if query.shape != (dim,):
+        raise StoreError(f"query vector has shape {query.shape}, expected ({dim},)")
+    return query
 
 
 def search_expression(

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from sinks.filtering import LIST_FIELDS, _compare
-from sinks.milvus_expr import search_expression, to_micros
-from sinks.ports import Filter, StoreError, VectorHit, VectorRecord, VectorStore
+from sinks.filtering import LIST_FIELDS, scalar_matches
+from sinks.milvus_expr import query_vector, search_expression, to_micros
+from sinks.ports import Filter, VectorHit, VectorRecord, VectorStore
 from topics.models import MemoryType, Status
 
 
@@ -62,14 +62,7 @@ def _record_matches(record: VectorRecord, flt: Filter) -> bool:
     if flt.field == "updated_at":  # compared as microseconds; a missing time counts as 0
         actual = to_micros(actual) if actual else 0
         value = [to_micros(v) for v in value] if flt.op == "in" else to_micros(value)
-    match flt.op:
-        case "=":
-            return bool(actual == value)
-        case "!=":
-            return bool(actual != value)
-        case "in":
-            return actual in value
-    return _compare(flt.op, actual, value)
+    return scalar_matches(flt.op, actual, value)
 
 
 class CachedVectorStore:
@@ -191,9 +184,7 @@ class CachedVectorStore:
         status: Status | None = "activated",
         filters: Sequence[Filter] = (),
     ) -> list[VectorHit]:
-        query = np.asarray(vector, dtype=np.float32)
-        if query.shape != (self.dim,):
-            raise StoreError(f"query vector has shape {query.shape}, expected ({self.dim},)")
+        query = query_vector(vector, self.dim)
         # The same validation (and the same errors) as the Milvus expression builder.
         search_expression(cube_id, memory_types, status, filters)
         norm = float(np.linalg.norm(query))

@@ -211,9 +211,10 @@ async def materialize(
     types = set(requested_types(req.memory_type))
     present = {node_id for node_id, _ in ranked}
     out: list[ScoredMemory] = []
+    kept: list[ScoredMemory] = []
     pos = 0
-    while pos < len(ranked) and len(dedupe(out, present)) < want:
-        chunk = ranked[pos: pos + want - len(dedupe(out, present)) + MATERIALIZE_SLACK]
+    while pos < len(ranked) and len(kept) < want:
+        chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
         pos += len(chunk)
         unread = [i for i, _ in chunk if i not in candidates.items]
         for node in await deps.graph.get_nodes(req.cube_id, unread) if unread else []:
@@ -223,7 +224,8 @@ async def materialize(
                 candidates.items[node.id] = node
         out.extend(ScoredMemory(item=candidates.items[i], score=score)
                    for i, score in chunk if i in candidates.items)
-    return dedupe(out, present)[:want]
+        kept = dedupe(out, present)
+    return kept[:want]
 
 
 async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> list[ScoredMemory]:

@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from streams.worker import Worker
 from tests.support.pipeline import Pipeline, pipeline_settings
-from tests.support.topics import produce_raw, read_topic
+from tests.support.topics import produce_raw, read_topic, topic_config
 from topics.admin import topic_offsets
 from topics.client import MemoryClient
 from topics.events import (
@@ -360,12 +358,3 @@ async def test_the_query_history_survives_a_worker_restart(
         await stop_pipeline(second)
 
 
-async def topic_config(bootstrap: str, topic: str, key: str) -> str | None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        entries = response.resources[0][4]
-        return next((value for name, value, *_ in entries if name == key), None)
-    finally:
-        await admin.close()

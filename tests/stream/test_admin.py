@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from tests.stream.broker_fixtures import run_sync, start_broker, stream_settings, unique_prefix
+from tests.support.topics import topic_config
 from topics.admin import (
     GroupOffsetsUnsupported,
     TopicAdminError,
@@ -44,17 +44,6 @@ async def _describe(bootstrap: str) -> dict[str, dict[str, Any]]:
     await admin.start()
     try:
         return {t["topic"]: t for t in await admin.describe_topics()}
-    finally:
-        await admin.close()
-
-
-async def _topic_config(bootstrap: str, topic: str, key: str) -> str | None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
-        entries = response.resources[0][4]
-        return next((value for name, value, *_ in entries if name == key), None)
     finally:
         await admin.close()
 
@@ -94,8 +83,8 @@ async def test_ensure_topics_creates_the_whole_registry(kafka_broker: str, topic
         assert len(partitions) == 3 == created[name]
         assert all(p["leader"] >= 0 for p in partitions)
     # Retention follows each spec: the log of conversations is kept forever, updates are not.
-    assert await _topic_config(kafka_broker, CONVERSATIONS.name(settings), "retention.ms") == "-1"
-    assert await _topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") != "-1"
+    assert await topic_config(kafka_broker, CONVERSATIONS.name(settings), "retention.ms") == "-1"
+    assert await topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") != "-1"
 
 
 async def test_ensure_topics_is_idempotent_and_keeps_data(kafka_broker: str, topic_prefix: str,

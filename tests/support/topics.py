@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from topics.client import MemoryClient
 from topics.registry import TopicSpec
@@ -29,3 +31,15 @@ async def produce_raw(bootstrap: str, topic: str, value: bytes, key: bytes) -> i
         return int(meta.offset)
     finally:
         await producer.stop()
+
+
+async def topic_config(bootstrap: str, topic: str, key: str) -> str | None:
+    """One config value of a topic as the broker reports it (None when not set)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        entries = response.resources[0][4]
+        return next((value for name, value, *_ in entries if name == key), None)
+    finally:
+        await admin.close()
