@@ -133,6 +133,10 @@ class WorkerSettings(BaseModel):
     retry_backoff_s: float = Field(default=0.2, ge=0)
     doc_chunk_chars: int = Field(default=1200, ge=200)
     doc_chunk_overlap: int = Field(default=150, ge=0)
+    # BLAS threads for the worker's process (numpy's cosine scores). One: the matrices are
+    # small, and an idle OpenBLAS thread busy-waits after every call, taking a core from the
+    # embedder, the broker and the graph. None leaves the process's BLAS as it was.
+    blas_threads: int | None = Field(default=1, ge=1)
 
 
 class SearchSettings(BaseModel):
@@ -186,6 +190,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMSTREAM_",
         env_nested_delimiter="__",
+        env_parse_none_str="null",  # MEMSTREAM_X=null sets an optional field to None
         extra="ignore",
     )
 

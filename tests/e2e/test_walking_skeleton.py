@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from memstream.samples import DEMO_USER, sample_sessions
 from tests.fakes.openai_server import Reply
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import produce_raw, read_topic
 from topics.events import DeadLetter, ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.registry import (
@@ -171,3 +175,18 @@ async def test_a_stage_failure_after_retries_is_dead_lettered(
     assert await pipeline.deps.graph.all_of_type("erin", "LongTermMemory") == []
     # the stage retried (2 attempts) and the provider retried each (2 calls): 4 requests
     assert len(server.chat_requests) == 4
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(1, 1), (None, 2)])
+async def test_a_worker_caps_its_process_blas_threads_as_configured(
+    tmp_path: Path, kafka_broker: str, falkordb_uri: str, configured: int | None, expected: int
+) -> None:
+    # An idle OpenBLAS thread spins after every call and takes a core from the embedder.
+    with threadpool_limits(limits=2, user_api="blas"):  # as a fresh process on two cores
+        settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
+                                     worker={"blas_threads": configured})
+        async for _ in run_pipeline(settings):
+            pools = [p for p in threadpool_info() if p["user_api"] == "blas"]
+            assert pools, "numpy ships a BLAS"
+            threads = {p["filepath"]: p["num_threads"] for p in pools}
+            assert set(threads.values()) == {expected}, threads

@@ -116,3 +116,14 @@ def test_settings_pick_providers_from_what_is_configured(monkeypatch: pytest.Mon
     assert s.kafka.partitions == 3
     assert "sk-secret" not in repr(s)
     assert s.llm.api_key is not None and s.llm.api_key.get_secret_value() == "sk-secret"
+
+
+def test_null_in_the_environment_unsets_an_optional_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().worker.blas_threads == 1
+    monkeypatch.setenv("MEMSTREAM_WORKER__BLAS_THREADS", "null")
+    assert Settings().worker.blas_threads is None
+    monkeypatch.setenv("MEMSTREAM_WORKER__BLAS_THREADS", "0")
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Settings()
