@@ -153,6 +153,28 @@ async def test_search_ranks_like_exact_cosine(vector_store: VectorStore) -> None
         assert all(h.record.cube_id == "cube-a" for h in hits)
 
 
+async def test_search_after_writes_ranks_the_current_vectors(vector_store: VectorStore) -> None:
+    rng = np.random.default_rng(5)
+    vectors = {f"n{i}": rng.standard_normal(CONTRACT_DIM) for i in range(40)}
+    await vector_store.upsert([rec(i, vector=v.tolist()) for i, v in vectors.items()])
+    query = rng.standard_normal(CONTRACT_DIM)
+    await vector_store.search("cube-a", query.tolist(), 5)  # searched once before the writes
+    for round_ in range(3):  # new rows, replaced rows and deleted rows between searches
+        fresh = {f"new{round_}-{i}": rng.standard_normal(CONTRACT_DIM) for i in range(3)}
+        replaced = {f"n{round_ * 5 + i}": rng.standard_normal(CONTRACT_DIM) for i in range(3)}
+        await vector_store.upsert([rec(i, vector=v.tolist()) for i, v in {**fresh,
+                                                                            **replaced}.items()])
+        gone = [f"n{30 + round_}"]
+        await vector_store.delete("cube-a", gone)
+        vectors = {**{i: v for i, v in vectors.items() if i not in gone}, **fresh, **replaced}
+        ids = list(vectors)
+        matrix = np.asarray([vectors[i] for i in ids])
+        cos = (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+        hits = await vector_store.search("cube-a", query.tolist(), 8)
+        assert [h.id for h in hits] == [ids[i] for i in np.argsort(-cos)[:8]]
+        np.testing.assert_allclose([h.score for h in hits], np.sort(cos)[::-1][:8], atol=1e-4)
+
+
 async def test_search_filters_types_and_status(vector_store: VectorStore) -> None:
     await vector_store.upsert(
         [
