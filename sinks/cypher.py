@@ -238,6 +238,17 @@ RETURN count(r) AS found
 """
 
 
+def existing_edges(type_: str) -> str:
+    """Which of ``$rows`` (source, target and their keys) are joined by a ``type_`` edge."""
+    return f"""
+UNWIND $rows AS row
+MATCH (:Memory {{node_key: row.source_key, cube_id: $cube_id, id: row.source}})
+      -[r:{edge_type(type_)}]->
+      (:Memory {{node_key: row.target_key, cube_id: $cube_id, id: row.target}})
+RETURN DISTINCT row.source AS source, row.target AS target
+"""
+
+
 def edges_of(direction: Direction, typed: bool) -> str:
     """Edges touching a node; ``typed`` adds ``type(r) IN $types`` (types as a parameter)."""
     where = "WHERE type(r) IN $types" if typed else ""

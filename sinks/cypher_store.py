@@ -191,6 +191,21 @@ class CypherGraphStore(ABC):
         rows = await self._read(cypher.edge_exists(type, direction), params)
         return bool(rows and rows[0]["found"])
 
+    async def missing_edges(self, cube_id: str, edges: Sequence[Edge]) -> list[Edge]:
+        found: set[tuple[str, str, str]] = set()
+        by_type: dict[EdgeType, list[dict[str, object]]] = {}
+        for e in edges:
+            by_type.setdefault(e.type, []).append({
+                "source": e.source, "target": e.target,
+                "source_key": cypher.node_key(cube_id, e.source),
+                "target_key": cypher.node_key(cube_id, e.target)})
+        for type_, rows in by_type.items():
+            for batch in _chunks(rows, self.batch_size):
+                hits = await self._read(cypher.existing_edges(type_),
+                                        {"cube_id": cube_id, "rows": list(batch)})
+                found.update((r["source"], r["target"], type_) for r in hits)
+        return [e for e in edges if (e.source, e.target, e.type) not in found]
+
     async def edges_of(
         self,
         cube_id: str,

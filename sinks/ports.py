@@ -121,6 +121,10 @@ class GraphStore(Protocol):
         self, cube_id: str, source: str, target: str, type: EdgeType, direction: Direction = "out"
     ) -> bool: ...
 
+    async def missing_edges(self, cube_id: str, edges: Sequence[Edge]) -> list[Edge]:
+        """Those of ``edges`` (source -[type]-> target) not in the cube, in the order given.
+        One read per edge type, however many edges."""
+
     async def edges_of(
         self,
         cube_id: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Literal
 
 from streams.prompts import conflict_lexicon as lx
@@ -50,6 +50,7 @@ class Statement:
         return {k: frozenset(v) for k, v in kinds.items()}
 
 
+@lru_cache(maxsize=4096)  # a pure function of the text; the same memory meets many others
 def analyse(text: str) -> Statement:
     """Features of a statement; Chinese when CJK characters dominate, English otherwise."""
     return _analyse_zh(text) if is_mostly_chinese(text) else _analyse_en(text)

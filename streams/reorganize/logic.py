@@ -53,8 +53,7 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
 
 async def _new_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> list[Edge]:
     """Edges not in the graph yet, written now (so only real changes are announced)."""
-    fresh = [e for e in edges
-             if not await deps.graph.edge_exists(cube, e.source, e.target, e.type)]
+    fresh = await deps.graph.missing_edges(cube, edges) if edges else []
     if fresh:
         await deps.graph.add_edges(cube, fresh)
     return fresh

@@ -253,6 +253,22 @@ async def test_edge_exists_respects_direction(graph_store: GraphStore, cube: str
     assert not await graph_store.edge_exists(cube, "a", "b", "CAUSE", direction="any")
 
 
+async def test_missing_edges_are_those_not_in_the_cube(graph_store: GraphStore, cube: str) -> None:
+    other = cube + "-other"
+    await graph_store.upsert_nodes(cube, [node(cube, i) for i in "abcd"])
+    await graph_store.upsert_nodes(other, [node(other, i) for i in "ab"])
+    await graph_store.add_edges(cube, [edge("a", "b", "FOLLOWS"), edge("b", "c", "CAUSE")])
+    await graph_store.add_edges(other, [edge("a", "b", "CAUSE")])
+    asked = [edge("a", "b", "FOLLOWS"), edge("b", "a", "FOLLOWS"), edge("a", "b", "CAUSE"),
+             edge("b", "c", "CAUSE"), edge("c", "d", "AGGREGATE_TO"), edge("a", "nowhere")]
+    # direction and type count, another cube's edge does not, and the order is kept
+    assert await graph_store.missing_edges(cube, asked) == [asked[1], asked[2], asked[4],
+                                                             asked[5]]
+    assert await graph_store.missing_edges(cube, []) == []
+    many = [edge("a", f"n{i}", "AGGREGATE_TO") for i in range(1200)]  # more than one batch
+    assert await graph_store.missing_edges(cube, many) == many
+
+
 async def test_delete_edge_removes_only_that_type(graph_store: GraphStore, cube: str) -> None:
     await graph_store.upsert_nodes(cube, [node(cube, "a"), node(cube, "b")])
     await graph_store.add_edges(cube, [edge("a", "b"), edge("a", "b", "CONFLICT")])
