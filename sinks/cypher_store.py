@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from sinks import cypher
 from sinks.graph_props import (
     cube_params,
+    edge_ends,
     group_value,
     many_params,
     node_params,
@@ -166,14 +167,7 @@ class CypherGraphStore(ABC):
     async def add_edges(self, cube_id: str, edges: Sequence[Edge]) -> None:
         by_type: dict[EdgeType, list[dict[str, object]]] = {}
         for e in edges:
-            row = {
-                "source": e.source,
-                "target": e.target,
-                "source_key": cypher.node_key(cube_id, e.source),
-                "target_key": cypher.node_key(cube_id, e.target),
-                "weight": e.weight,
-                "reason": e.reason,
-            }
+            row = {**edge_ends(cube_id, e.source, e.target), "weight": e.weight, "reason": e.reason}
             by_type.setdefault(cypher.edge_type(e.type), []).append(row)
         for type_, rows in by_type.items():
             query = cypher.add_edges(type_)
@@ -195,10 +189,7 @@ class CypherGraphStore(ABC):
         found: set[tuple[str, str, str]] = set()
         by_type: dict[EdgeType, list[dict[str, object]]] = {}
         for e in edges:
-            by_type.setdefault(e.type, []).append({
-                "source": e.source, "target": e.target,
-                "source_key": cypher.node_key(cube_id, e.source),
-                "target_key": cypher.node_key(cube_id, e.target)})
+            by_type.setdefault(e.type, []).append(edge_ends(cube_id, e.source, e.target))
         for type_, rows in by_type.items():
             for batch in _chunks(rows, self.batch_size):
                 hits = await self._read(cypher.existing_edges(type_),

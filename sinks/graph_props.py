@@ -108,15 +108,19 @@ def many_params(cube_id: str, ids: Sequence[str]) -> dict[str, object]:
     return {"cube_id": cube_id, "ids": list(ids), "keys": keys}
 
 
-def pair_params(cube_id: str, source: str, target: str) -> dict[str, object]:
-    """Parameters addressing an edge's two ends."""
+def edge_ends(cube_id: str, source: str, target: str) -> dict[str, object]:
+    """An edge's two ends: ids and node keys (one row of an UNWIND over edges)."""
     return {
-        "cube_id": cube_id,
         "source": source,
         "target": target,
         "source_key": cypher.node_key(cube_id, source),
         "target_key": cypher.node_key(cube_id, target),
     }
+
+
+def pair_params(cube_id: str, source: str, target: str) -> dict[str, object]:
+    """Parameters addressing an edge's two ends."""
+    return {"cube_id": cube_id, **edge_ends(cube_id, source, target)}
 
 
 def node_row(cube_id: str, node: MemoryItem) -> dict[str, object]:
