@@ -85,6 +85,37 @@ async def test_event_loop_keeps_running_while_embedding() -> None:
     assert elapsed > 0.05
 
 
+async def test_a_query_does_not_wait_for_a_passage_batch() -> None:
+    """A search arriving during ingestion is embedded at once, beside the batch."""
+    embedder = LocalEmbedder(batch_size=128)
+    texts = [f"Note {i}: the user compares hiking boots, tents and maps for a trip." for i in
+             range(96)]
+    finished: list[str] = []
+
+    async def batch() -> None:
+        await embedder.embed_passages(texts)
+        finished.append("batch")
+
+    task = asyncio.create_task(batch())
+    await asyncio.sleep(0.05)  # the batch is running in the model
+    await embedder.embed_queries(["what boots does the user like?"])
+    finished.append("query")
+    await task
+    assert finished == ["query", "batch"]
+
+
+async def test_concurrent_queries_and_passages_get_the_vectors_they_get_alone() -> None:
+    embedder = LocalEmbedder(batch_size=32)
+    passages = [f"{t} (copy {i})" for i in range(8) for t in TEXTS]
+    alone_passages = await embedder.embed_passages(passages)
+    alone_queries = [await embedder.embed_queries([t]) for t in TEXTS]
+    together = await asyncio.gather(embedder.embed_passages(passages),
+                                    *(embedder.embed_queries([t]) for t in TEXTS))
+    np.testing.assert_allclose(together[0], alone_passages, rtol=0, atol=1e-5)
+    for got, alone in zip(together[1:], alone_queries, strict=True):
+        np.testing.assert_allclose(got, alone, rtol=0, atol=1e-5)
+
+
 def test_factory_builds_the_local_embedder() -> None:
     embedder = create_embedder(EmbedderSettings())
     assert isinstance(embedder, LocalEmbedder) and embedder.dim == 384
