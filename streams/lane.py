@@ -10,7 +10,7 @@ without waiting for a batch to fill.
 Semantics match the agents': a consumer group of its own (so workers share the
 partitions and a restarted worker resumes), at-least-once, offsets committed
 only once every earlier record of the partition has been handled. A handler
-that raises is logged and counted; the lane keeps consuming.
+that raises is logged; the lane keeps consuming.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import importlib.util
 import logging
 import os
@@ -115,7 +114,7 @@ async def terminate(pid: int, timeout_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+_PDEATHSIG = sys.platform.startswith("linux")  # prctl(PR_SET_PDEATHSIG) exists there
 
 # Runs in the child between spawn and exec of the server binary. Setting the parent-death
 # signal here, instead of in a ``preexec_fn``, keeps Popen on its vfork path: a real fork()
@@ -131,7 +130,7 @@ _ORPHAN_GUARD = (
 def die_with_parent(argv: list[str]) -> list[str]:
     """``argv`` wrapped so that, on Linux, the kernel sends SIGTERM to the started server when
     the launching thread dies (even by SIGKILL); unchanged elsewhere."""
-    if PRCTL is None:
+    if not _PDEATHSIG:
         return argv
     return [sys.executable, "-I", "-S", "-c", _ORPHAN_GUARD, str(int(signal.SIGTERM)), *argv]
 

@@ -53,7 +53,7 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
 
 async def _new_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> list[Edge]:
     """Edges not in the graph yet, written now (so only real changes are announced)."""
-    fresh = await deps.graph.missing_edges(cube, edges) if edges else []
+    fresh = await deps.graph.missing_edges(cube, edges)
     if fresh:
         await deps.graph.add_edges(cube, fresh)
     return fresh

@@ -83,7 +83,7 @@ async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
         await deps.store.write([(parent, vector)])
         out.append(_announce(deps, scope, "added", parent))
     edges = [Edge(source=parent.id, target=c.id, type="PARENT") for c in children]
-    fresh = await deps.graph.missing_edges(scope[0], edges) if edges else []
+    fresh = await deps.graph.missing_edges(scope[0], edges)
     if fresh:
         await deps.graph.add_edges(scope[0], fresh)
         out.append(_announce(deps, scope, "linked", None, fresh))
