@@ -58,7 +58,8 @@ async def _extract_chat(
         session_id=chunk.session_id,
         now=deps.clock(),
         messages=[
-            ExtractionMessage(id=m.id, role=m.role, content=m.content, timestamp=m.timestamp)
+            ExtractionMessage(id=m.id, role=m.role, content=m.content, timestamp=m.timestamp,
+                              name=m.name)
             for m in chunk.messages
         ],
     )

@@ -30,6 +30,7 @@ class ExtractionMessage(BaseModel):
     role: Literal["user", "assistant", "system", "tool"]
     content: str
     timestamp: AwareDatetime
+    name: str | None = None  # who is speaking, when not the cube's user (another person)
 
 
 class ExtractionContext(BaseModel):

@@ -1,8 +1,11 @@
 """The deterministic ``rules`` stand-in for memory extraction (no model).
 
-One memory per substantive user sentence, rewritten in the third person with
-simple relative dates made absolute. Assistant turns yield nothing: without a
-model, anything taken from them risks being filed as the user's own view.
+One memory per substantive sentence, stored as it was said: a regex rewrite into
+the third person garbles text, so the user's own words are kept (first person
+and all) and relative dates get their resolved date added in brackets. A named
+other speaker's sentences are kept with the name in front ("Melanie: ...");
+unnamed assistant turns yield nothing: without a model, anything taken from them
+risks being filed as the user's own view.
 """
 
 from __future__ import annotations
@@ -13,15 +16,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from streams.prompts.reldates import resolve_en, resolve_zh
+from streams.prompts.reldates import DateSpan, find_en, find_zh
 from streams.prompts.textutil import (
+    EN_STOPWORDS,
+    OTHER_STOPWORDS,
+    Script,
     cjk_count,
-    en_content_words,
     en_words,
-    is_mostly_chinese,
+    script_of,
     split_sentences,
     tags_for,
     words_of,
+    zh_words,
 )
 
 MemoryKind = Literal["LongTermMemory", "UserMemory"]
@@ -37,6 +43,8 @@ class MessageLike(Protocol):
     def content(self) -> str: ...
     @property
     def timestamp(self) -> datetime: ...
+    @property
+    def name(self) -> str | None: ...
 
 
 @dataclass
@@ -60,8 +68,8 @@ _EN_FILLER = frozenset(
     )
 )
 _EN_LEAD = re.compile(
-    r"^(?:(?:hi|hello|hey|well|oh|so|also|btw|by the way|anyway|um|uh|ok|okay|yeah|yes|"
-    r"actually|honestly|and|but)\b[\s,!.:;-]*)+",
+    r"^(?:(?:hi|hello|hey|well|oh|so|btw|by the way|anyway|um|uh|ok|okay|yeah|yes|"
+    r"actually|honestly)\b[\s,!.:;-]*)+",
     re.IGNORECASE,
 )
 _ZH_FILLER = re.compile(
@@ -69,26 +77,36 @@ _ZH_FILLER = re.compile(
 )
 _ZH_LEAD = re.compile(r"^(?:嗯+|哦+|啊|哈哈+|对了|其实|另外|还有|你好|您好|嗨)[，,、\s!！。~～]*")
 _ZH_QUESTION_TAIL = re.compile(r"[吗嘛么呢]\s*$")
+_JA_QUESTION_TAIL = re.compile(r"(?:か|の)[。．]?\s*$")
+_CJK_SCRIPTS = ("zh", "ja")
 
 
-def _clean(sentence: str) -> str:
-    sentence = sentence.replace("\u2019", "'").strip()
-    if is_mostly_chinese(sentence):
-        return _ZH_LEAD.sub("", sentence).strip()
-    sentence = re.sub(r"\bi(?=\b|')", "I", sentence)  # chat-style lowercase "i"
-    return _EN_LEAD.sub("", sentence).strip()
+def _clean(sentence: str, script: Script) -> str:
+    """Whitespace normalised and a leading filler ("Hi,", "嗯，") dropped; nothing else."""
+    sentence = " ".join(sentence.split())
+    lead = _ZH_LEAD if script == "zh" else _EN_LEAD if script == "latin" else None
+    rest = lead.sub("", sentence).strip() if lead is not None else sentence
+    return rest or sentence
 
 
-def _substantive(sentence: str) -> bool:
+def _substantive(sentence: str, script: Script) -> bool:
+    """Not a question, a greeting or filler. Questions ask rather than tell: never stored."""
     if not sentence or sentence.rstrip().endswith(("?", "？")):
         return False
-    if is_mostly_chinese(sentence):
-        body = re.sub(r"[^\u3400-\u9fff]", "", sentence)
-        if _ZH_QUESTION_TAIL.search(body):
-            return False
-        return cjk_count(_ZH_FILLER.sub("", body)) >= 3 and len(body) >= 4
-    words = [w.lower() for w in en_words(sentence)]
-    return len(words) >= 3 and not all(w in _EN_FILLER for w in words)
+    match script:
+        case "zh":
+            body = re.sub(r"[^\u3400-\u9fff]", "", sentence)
+            if _ZH_QUESTION_TAIL.search(body):
+                return False
+            return cjk_count(_ZH_FILLER.sub("", body)) >= 3 and len(body) >= 4
+        case "ja":
+            body = re.sub(r"[\s\W]", "", sentence)
+            return len(body) >= 4 and not _JA_QUESTION_TAIL.search(sentence)
+        case "ko":
+            return len(sentence.split()) >= 2
+        case "latin":
+            words = [w.lower() for w in en_words(sentence)]
+            return len(words) >= 3 and not all(w in _EN_FILLER for w in words)
 
 
 # --------------------------------------------------------------------------- classification
@@ -102,7 +120,7 @@ _EN_PREF = re.compile(
 )
 _EN_HABIT = re.compile(
     rf"\bI\s+(?:{_EN_ADV}\s+)*(?:usually|always|never|often|rarely|normally|tend to|"
-    r"don't eat|do not eat|don't drink|avoid)\b"
+    r"don't eat|do not eat|don't drink|avoid|no longer|stopped|quit)\b"
     r"|\bI\s+\w+(?:\s+\w+){0,6}\s+every (?:day|morning|evening|night|week|weekend)\b",
     re.IGNORECASE,
 )
@@ -124,10 +142,9 @@ _PLAN = re.compile(
 )
 
 
-def _classify(sentence: str) -> tuple[MemoryKind, ItemType, str | None]:
-    """Memory type, node type and a category tag for a user sentence."""
-    en = _expand_contractions(sentence)
-    zh = is_mostly_chinese(sentence)
+def _classify(sentence: str, zh: bool) -> tuple[MemoryKind, ItemType, str | None]:
+    """Memory type, node type and a category tag for a first-person sentence."""
+    en = _expand_contractions(sentence.replace("\u2019", "'"))
     if _ZH_PREF.search(sentence) or _EN_PREF.search(en):
         return "UserMemory", "opinion", "偏好" if zh else "preference"
     if _ZH_HABIT.search(sentence) or _EN_HABIT.search(en):
@@ -139,209 +156,120 @@ def _classify(sentence: str) -> tuple[MemoryKind, ItemType, str | None]:
     return "LongTermMemory", "fact", None
 
 
-# --------------------------------------------------------------------------- third person
-
 _CONTRACTIONS = [
     (r"\bI'm\b", "I am"),
     (r"\bI've\b", "I have"),
     (r"\bI'll\b", "I will"),
     (r"\bI'd\b", "I would"),
-    (r"\bwe're\b", "we are"),
-    (r"\bwe've\b", "we have"),
-    (r"\bwe'll\b", "we will"),
-    (r"\byou're\b", "you are"),
-]
-_KEEP_VERBS = frozenset(
-    words_of(
-        """will would can could should shall might may must can't won't couldn't wouldn't shouldn't
-    didn't wasn't was did had went saw got made took came met bought ate drank ran wrote began
-    felt found gave knew left lost paid put said sent spent spoke stood taught thought told
-    understood won brought built caught chose drove fell flew forgot grew heard held kept led
-    meant rode sang sat slept swam threw woke wore became"""
-    )
-)
-_IRREGULAR_3RD = {
-    "am": "is",
-    "have": "has",
-    "do": "does",
-    "go": "goes",
-    "don't": "doesn't",
-    "haven't": "hasn't",
-    "be": "is",
-    "can't": "can't",
-}
-_ADVERBS = (
-    r"really|absolutely|totally|also|just|still|definitely|usually|always|never|often|"
-    r"sometimes|rarely|normally|generally|actually|probably|mostly|only|even|"
-    r"kind of|sort of|not"
-)
-_I_VERB = re.compile(rf"\bI((?:\s+(?:{_ADVERBS}))*)\s+([A-Za-z']+)")
-_PRONOUNS = [
-    (r"\bmy\b", "the user's"),
-    (r"\bmine\b", "the user's"),
-    (r"\bmyself\b", "the user"),
-    (r"\bme\b", "the user"),
-    (r"(?-i:\bI\b)", "the user"),
-    (r"\bour\b", "the user's"),
-    (r"\bours\b", "the user's"),
-    (r"(?-i:\bus\b)", "the user and others"),
-    (r"\bwe\b", "the user and others"),
-    (r"\byour\b", "the assistant's"),
-    (r"\byours\b", "the assistant's"),
-    (r"\byou\b", "the assistant"),
 ]
 
 
 def _expand_contractions(text: str) -> str:
+    """For the classification patterns only; stored text keeps the user's contractions."""
     for pattern, repl in _CONTRACTIONS:
         text = re.sub(pattern, repl, text, flags=re.IGNORECASE)
     return text
 
 
-def _third_person_verb(verb: str) -> str:
-    low = verb.lower()
-    if low in _IRREGULAR_3RD:
-        return _IRREGULAR_3RD[low]
-    if low in _KEEP_VERBS or low.endswith("ed") or "'" in low:
-        return verb
-    if re.search(r"(?:s|x|z|ch|sh|o)$", low):
-        return verb + "es"
-    if re.search(r"[^aeiou]y$", low):
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def _en_third_person(text: str) -> str:
-    text = _expand_contractions(text)
-    text = _I_VERB.sub(lambda m: f"the user{m[1]} {_third_person_verb(m[2])}", text)
-    for pattern, repl in _PRONOUNS:
-        text = re.sub(pattern, repl, text, flags=re.IGNORECASE)
-    text = text.strip().rstrip(".!…~ ").strip()
-    return (text[:1].upper() + text[1:] + ".") if text else text
-
-
-_ZH_MY = re.compile(
-    r"我(?=妈妈|爸爸|妈|爸|妹妹|姐姐|哥哥|弟弟|老婆|老公|妻子|丈夫|女儿|儿子|孩子|朋友|同事|老板|"
-    r"家人|父母|男朋友|女朋友|室友|同学|老师|公司|家|邻居|医生|狗|猫)"
-)
-
-
-def _zh_third_person(text: str) -> str:
-    text = _ZH_MY.sub("用户的", text)
-    for src, dst in (
-        ("我们", "用户及其同伴"),
-        ("咱们", "用户及其同伴"),
-        ("我", "用户"),
-        ("您", "助手"),
-        ("你", "助手"),
-    ):
-        text = text.replace(src, dst)
-    text = text.strip().rstrip("。！!~～.… ")
-    if "用户" not in text:
-        text = "用户提到" + text
-    return text + "。"
-
-
-# --------------------------------------------------------------------------- pronouns
-
-_EN_RELATIVES = {
-    "she": "wife sister mother mom mum daughter girlfriend aunt grandmother niece",
-    "he": "husband brother father dad son boyfriend uncle grandfather nephew",
-    "either": "friend boss colleague partner manager teacher doctor neighbor neighbour cousin "
-    "roommate coworker",
-}
-_EN_GENDER = {w: g for g, ws in _EN_RELATIVES.items() for w in ws.split()}
-_EN_PERSON = re.compile(r"\b[Mm]y (" + "|".join(_EN_GENDER) + r")\b(?:,?\s+([A-Z][a-z]+))?")
-_EN_LEAD_PRONOUN = re.compile(r"^(She|He|Her|His)\b")
-_ZH_GENDER = {
-    **dict.fromkeys(words_of("妈妈 妈 姐姐 妹妹 老婆 妻子 女儿 女朋友 奶奶 外婆"), "她"),
-    **dict.fromkeys(words_of("爸爸 爸 哥哥 弟弟 老公 丈夫 儿子 男朋友 爷爷 外公"), "他"),
-    **dict.fromkeys(words_of("朋友 同事 老板 经理 老师 室友 同学 邻居 医生"), "either"),
-}
-_ZH_PERSON = re.compile(r"我(?:的)?(" + "|".join(sorted(_ZH_GENDER, key=len, reverse=True)) + ")")
-
-
-class _People:
-    """The last relative the user named, so a following "she"/"他" can be spelled out."""
-
-    def __init__(self) -> None:
-        self.en: dict[str, str] = {}
-        self.zh: dict[str, str] = {}
-
-    def resolve(self, sentence: str) -> str:
-        if is_mostly_chinese(sentence):
-            sentence = self._resolve_zh(sentence)
-            for match in _ZH_PERSON.finditer(sentence):
-                self._remember(self.zh, _ZH_GENDER[match[1]], f"我的{match[1]}", ("她", "他"))
-            return sentence
-        sentence = self._resolve_en(sentence)
-        for match in _EN_PERSON.finditer(sentence):
-            phrase = f"my {match[1]}" + (f" {match[2]}" if match[2] else "")
-            self._remember(self.en, _EN_GENDER[match[1]], phrase, ("she", "he"))
-        return sentence
-
-    @staticmethod
-    def _remember(table: dict[str, str], gender: str, phrase: str, both: tuple[str, str]) -> None:
-        for key in both if gender == "either" else (gender,):
-            table[key] = phrase
-
-    def _resolve_en(self, sentence: str) -> str:
-        match = _EN_LEAD_PRONOUN.match(sentence)
-        if match is None:
-            return sentence
-        pronoun = match[1].lower()
-        person = self.en.get("she" if pronoun in ("she", "her") else "he")
-        if person is None:
-            return sentence
-        replacement = person if pronoun in ("she", "he") else f"{person}'s"
-        return replacement[:1].upper() + replacement[1:] + sentence[match.end() :]
-
-    def _resolve_zh(self, sentence: str) -> str:
-        for pronoun in ("她", "他"):
-            person = self.zh.get(pronoun)
-            if person is not None:
-                sentence = re.sub(pronoun + "(?!们)", person, sentence)
-        return sentence
-
-
 # --------------------------------------------------------------------------- extraction
 
 
-_ZH_DATE_TEXT = re.compile(r"\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?(?:开始的那一周|早上|晚上)?")
+# Leading words a key drops: who is speaking is known, the title says what about.
+_KEY_SKIP_LEAD = frozenset(words_of("i i'm i've i'd i'll my we we're we've our me am are"))
+_KEY_WORDS = 5
+_KEY_CJK_CHARS = 12
 
 
-def _key(value: str, tags: list[str], zh: bool) -> str:
-    if zh:
-        core = _ZH_DATE_TEXT.sub("", value.replace("用户", ""))
-        core = re.sub(r"[\s。！？，、,.!?：:；;]", "", core)
-        core = re.sub(r"^(?:提到|及其同伴|的|和)+", "", core)
-        return core[:12] or "、".join(tags[:2])
-    words = [w for w in en_content_words(value) if w.lower() not in {"the", "user"}]
-    return " ".join(words[:4]) or " ".join(tags[:2])
+def _key(text: str, tags: list[str], script: Script) -> str:
+    """A short title of whole words: the opening phrase of the statement, never cut mid-word."""
+    match script:
+        case "zh":
+            return _zh_key(text) or "、".join(tags[:2])
+        case "ja":
+            body = text.strip().rstrip("。．！!…~～ ")
+            return body if len(body) <= _KEY_CJK_CHARS * 2 else "・".join(tags[:2]) or body
+        case "ko":
+            return " ".join(text.split()[:3]).rstrip(".!。")
+        case "latin":
+            return _latin_key(text) or " ".join(tags[:2])
 
 
-def item_from_sentence(sentence: str, message_id: str, sent_at: datetime) -> RuleItem | None:
-    """One memory from one user sentence, or None when it carries nothing to remember."""
-    sentence = _clean(sentence)
-    if not _substantive(sentence):
+def _latin_key(text: str) -> str:
+    clause = re.split(r"[,;:—()\[\]]| - ", text, maxsplit=1)[0]
+    words = [w.strip("'-") for w in clause.replace("\u2019", "'").split()]
+    words = [w.strip(".!?…\"") for w in words]
+    words = [w for w in words if w]
+    while words and words[0].lower() in _KEY_SKIP_LEAD:
+        words = words[1:]
+    phrase = words[:_KEY_WORDS]
+    stop = EN_STOPWORDS | OTHER_STOPWORDS
+    while phrase and phrase[-1].lower() in stop:
+        phrase = phrase[:-1]
+    return " ".join(phrase or words[:_KEY_WORDS])
+
+
+def _zh_key(text: str) -> str:
+    """Whole jieba words from the start of the statement, up to about a dozen characters."""
+    out = ""
+    for word, flag in zh_words(text):
+        if not out and flag.startswith("r"):
+            continue  # the leading 我 / 我们
+        if re.fullmatch(r"[\s，,。！？!?；;：:、…]+", word):
+            if len(out) >= 4:
+                break
+            continue
+        if out and len(out) + len(word) > _KEY_CJK_CHARS:
+            break
+        out += word
+    return out[: _KEY_CJK_CHARS * 2]
+
+
+def _annotate(text: str, spans: list[DateSpan], zh: bool) -> str:
+    """The text with each resolved date added in brackets right after its phrase."""
+    out: list[str] = []
+    last = 0
+    for span in spans:
+        out.append(text[last : span.end])
+        out.append(f"[{span.label(zh=True)}]" if zh else f" [{span.label()}]")
+        last = span.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def item_from_sentence(
+    sentence: str, message_id: str, sent_at: datetime, speaker: str | None = None
+) -> RuleItem | None:
+    """One memory from one sentence, kept as said, or None when it carries nothing to remember.
+
+    ``speaker`` names someone other than the cube's user; their sentence is stored as
+    ``"<speaker>: <sentence>"`` and always as a long-term memory.
+    """
+    script = script_of(sentence)
+    sentence = _clean(sentence, script)
+    if not _substantive(sentence, script):
         return None
-    zh = is_mostly_chinese(sentence)
-    memory_type, node_type, category = _classify(sentence)
+    zh = script == "zh"
+    memory_type, node_type, category = (
+        _classify(sentence, zh) if script in ("zh", "latin") else ("LongTermMemory", "fact", None)
+    )
     today = sent_at.date()
-    if zh:
-        resolved, when = resolve_zh(sentence, today)
-        value = _zh_third_person(resolved)
-    else:
-        resolved, when = resolve_en(sentence, today)
-        value = _en_third_person(resolved)
-    if when is not None and node_type == "fact" and memory_type == "LongTermMemory":
+    find = {"zh": find_zh, "latin": find_en}.get(script)
+    spans = find(sentence, today) if find is not None else []
+    value = _annotate(sentence, spans, zh)
+    when = next((s.day for s in spans if s.precision != "year"), None)
+    if spans and node_type == "fact" and memory_type == "LongTermMemory":
         node_type = "event"
         category = "事件" if zh else "event"
-    tags = tags_for(sentence if not zh else value)
+    tags = tags_for(sentence)
+    key = _key(sentence, tags, script)
+    if speaker:
+        value = f"{speaker}: {value}"
+        memory_type = "LongTermMemory"
+        tags = [speaker.lower(), *(t for t in tags if t != speaker.lower())]
     if category and category not in tags:
         tags.append(category)
     return RuleItem(
-        key=_key(value, tags, zh),
+        key=key,
         memory_type=memory_type,
         value=value,
         tags=tags,
@@ -352,16 +280,17 @@ def item_from_sentence(sentence: str, message_id: str, sent_at: datetime) -> Rul
 
 
 def extract_chat(messages: Sequence[MessageLike]) -> tuple[list[RuleItem], str]:
-    """Memories from the user's messages, and a summary that concatenates them."""
+    """Memories from what the user, and any named other speaker, said; and an extractive summary."""
     items: list[RuleItem] = []
     seen: set[str] = set()
-    people = _People()
     for message in messages:
-        if message.role != "user":
+        speaker = (message.name or "").strip() or None
+        if message.role == "user":
+            speaker = None
+        elif message.role != "assistant" or speaker is None:
             continue
         for sentence in split_sentences(message.content):
-            sentence = people.resolve(sentence)
-            item = item_from_sentence(sentence, message.id, message.timestamp)
+            item = item_from_sentence(sentence, message.id, message.timestamp, speaker)
             if item is not None and item.value not in seen:
                 seen.add(item.value)
                 items.append(item)
@@ -381,13 +310,13 @@ def extract_doc(text: str) -> tuple[list[RuleItem], str]:
             heading = para.lstrip("#*- ").strip() or heading
             continue
         for group in _sentence_groups(para, 500):
-            zh = is_mostly_chinese(group)
-            if (cjk_count(group) < 6) if zh else (len(en_words(group)) < 4):
+            script = script_of(group)
+            if not _long_enough(group, script):
                 continue
             tags = tags_for(group)
             items.append(
                 RuleItem(
-                    key=heading or _key(group, tags, zh),
+                    key=heading or _key(group, tags, script),
                     memory_type="LongTermMemory",
                     value=group,
                     tags=tags,
@@ -398,11 +327,21 @@ def extract_doc(text: str) -> tuple[list[RuleItem], str]:
     return items, _summary([i.value for i in items])
 
 
+def _long_enough(text: str, script: Script) -> bool:
+    match script:
+        case "zh":
+            return cjk_count(text) >= 6
+        case "ja":
+            return len(re.sub(r"[\s\W]", "", text)) >= 6
+        case "ko" | "latin":
+            return len(text.split()) >= 4
+
+
 def _sentence_groups(paragraph: str, limit: int) -> list[str]:
     groups: list[str] = []
     current = ""
     for sentence in split_sentences(paragraph):
-        joiner = "" if is_mostly_chinese(sentence) or not current else " "
+        joiner = "" if script_of(sentence) in _CJK_SCRIPTS or not current else " "
         if current and len(current) + len(sentence) > limit:
             groups.append(current)
             current = sentence
@@ -416,7 +355,8 @@ def _sentence_groups(paragraph: str, limit: int) -> list[str]:
 def _summary(values: list[str], limit: int = 400) -> str:
     out = ""
     for value in values:
-        joiner = "" if not out or is_mostly_chinese(value) else " "
+        cjk = out.endswith(("。", "！", "？", "…")) and script_of(value) in _CJK_SCRIPTS
+        joiner = "" if not out or cjk else " "
         if len(out) + len(joiner) + len(value) > limit:
             break
         out = f"{out}{joiner}{value}"

@@ -1,17 +1,30 @@
-"""Small, dependency-free text helpers for the deterministic ``rules`` stand-ins.
+"""Small text helpers for the deterministic ``rules`` stand-ins.
 
-English and Chinese only, by design: enough to split, filter and tag user
-statements sensibly without a model; not a linguistic toolkit.
+English and Chinese get tags and keys made of whole words (Chinese segmented by
+jieba, loaded lazily and once); other scripts are recognised so that they are
+kept as written instead of going through the English or Chinese heuristics.
+Enough to split, filter and tag statements sensibly without a model.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from functools import lru_cache
+from types import ModuleType
+from typing import Literal
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？；;…])|\n+")
+_KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+_HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+# Latin letters with their accented forms (so "München" is one word, not "M" + "nchen").
+_LETTER = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
+_LATIN_WORD = re.compile(rf"[{_LETTER}][{_LETTER}'-]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？…])|\n+")
+
+Script = Literal["zh", "ja", "ko", "latin"]
+
 
 def words_of(text: str) -> list[str]:
     return text.split()
@@ -39,7 +52,13 @@ EN_STOPWORDS = frozenset(
     weeks month months year years day days morning afternoon evening night next last ago
     mine yeah yes okay ok oh well um uh kind sort bit little much many every still even
     one two three four five six seven eight nine ten say says said tell tells told ask asks
-    asked
+    asked since longer anymore already yet though although however whether unless until till
+    lately recently soon now ever else almost enough around across along toward towards upon
+    within without via per among onto away back together instead rather etc gonna wanna gotta
+    hi hello hey thanks thank please sure alright cool wow hmm lol haha also too might may must
+    shall can't won't isn't aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't
+    theirs whose whoever whatever whenever wherever someone somebody anyone anybody everyone
+    everybody nothing everything everywhere somewhere anywhere nowhere these those such
     """
     )
 )
@@ -61,17 +80,41 @@ ZH_STOP_TERMS: tuple[str, ...] = tuple(
     )
 )
 
-# Multi-character terms kept whole as tags (they contain characters the stop list removes).
-ZH_KEYWORDS: tuple[str, ...] = (
-    "生日", "会议", "开会", "周末", "日本", "日语", "日记", "过敏", "花生", "海鲜", "素食",
-    "吃素", "咖啡", "喝茶", "绿茶", "红茶", "奶茶", "牛奶", "旅行", "旅游", "出差", "运动",
-    "跑步", "健身", "游泳", "爬山", "徒步", "篮球", "足球", "音乐", "电影", "读书", "阅读",
-    "编程", "工作", "公司", "面试", "考试", "学习", "医生", "医院", "牙医", "孩子", "女儿",
-    "儿子", "妈妈", "爸爸", "父母", "妻子", "丈夫", "朋友", "同事", "老板", "经理", "北京", "上海",
-    "广州", "深圳", "杭州", "成都", "南京", "香港", "台北", "猫", "狗",
+# Function words of other Latin-script languages (German, French, Spanish, Italian,
+# Portuguese), so their tags are content words too; English homographs ("die", "war",
+# "hat") are left out on purpose.
+OTHER_STOPWORDS = frozenset(
+    words_of(
+    """
+    ich du er sie wir ihr mein meine meinen meiner mich mir dich dir uns und oder aber nicht
+    der das dem den des ein eine einen einem einer ist sind bin bist habe hast haben wird
+    mit von zu zum zur auf aus bei nach für über unter sehr auch noch schon gern gerne
+    je tu il elle nous vous ils elles mon ma mes ton ta tes son sa ses le la les un une des
+    du et ou mais ne pas est suis sont ai avons dans pour sur avec très aussi que qui
+    yo él ella nosotros mi mis tu tus su sus el los las una unos unas y o pero es soy son
+    estoy está tengo en con por para muy también io lui noi il lo gli uno della sono ho
+    eu ele ela nós meu minha os um uma não com
+    """
+    )
 )
 
-_ZH_VERB_CHARS = frozenset("喝吃看玩做买学打听读写去来坐开住用养")
+# Parts of speech (jieba's tag set) that never make a Chinese tag: pronouns, numerals,
+# measure words, time and direction words, prepositions, conjunctions, adverbs,
+# particles, interjections, onomatopoeia, punctuation.
+_ZH_SKIP_FLAGS = ("r", "m", "q", "f", "p", "c", "d", "u", "y", "e", "o", "x", "w", "h", "k")
+# Time words; checked by pattern because jieba also tags some events as time ("过生日").
+_ZH_TIME_WORD = re.compile(
+    r"(?:[上下这本每]个?(?:周|星期|礼拜|月)[一二三四五六日天]?|大?[前后今明昨去][天日年晚早]|"
+    r"[上下中]午|早上|晚上|傍晚|凌晨|每[天日年月周晚]|[今明昨]日|最近|现在|以前|以后|之前|之后|"
+    r"刚才|将来|过去|当时|目前|平时|后来|本月|今年|明年|去年|前年|后年|[\d一二三四五六七八九十两几]+.*)"
+)
+_ZH_STOP = frozenset(ZH_STOP_TERMS) | frozenset(
+    words_of("你好 您好 谢谢 多谢 好的 好吧 再见 拜拜 晚安 没问题 是的 一只 一次 有时 有些")
+    + words_of("这样 那样 这么 那么")
+)
+
+
+_KO_STOP = frozenset(words_of("저는 나는 제가 내가 저의 나의 제 내 우리 우리는 우리가 저도 나도"))
 
 
 def has_cjk(text: str) -> bool:
@@ -83,8 +126,25 @@ def cjk_count(text: str) -> int:
 
 
 def is_mostly_chinese(text: str) -> bool:
-    """True when CJK characters outnumber Latin words (a mixed message counts as Chinese)."""
-    return cjk_count(text) >= max(2, len(_LATIN_WORD.findall(text)))
+    """True when CJK characters outnumber Latin words (a mixed message counts as Chinese).
+
+    Japanese (any kana) and Korean (Hangul outnumbering the Han characters) are not Chinese.
+    """
+    count = cjk_count(text)
+    if count < max(2, len(_LATIN_WORD.findall(text))) or _KANA.search(text):
+        return False
+    return len(_HANGUL.findall(text)) < count
+
+
+def script_of(text: str) -> Script:
+    """The writing system a statement is in: Chinese, Japanese, Korean or Latin (the rest)."""
+    if _KANA.search(text):
+        return "ja"
+    if is_mostly_chinese(text):
+        return "zh"
+    if len(_HANGUL.findall(text)) >= max(2, len(_LATIN_WORD.findall(text))):
+        return "ko"
+    return "latin"
 
 
 def detect_language(texts: list[str]) -> str | None:
@@ -96,13 +156,13 @@ def detect_language(texts: list[str]) -> str | None:
         return "Chinese"
     words = [w.lower() for w in _LATIN_WORD.findall(joined)]
     common = sum(1 for w in words if w in EN_STOPWORDS)
-    if words and common / len(words) >= 0.2:
+    if words and common / len(words) >= 0.2 and script_of(joined) == "latin":
         return "English"
     return None
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of English and Chinese text (end punctuation kept, blanks dropped)."""
+    """Sentences (end punctuation kept, blanks dropped); a semicolon does not end one."""
     return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
@@ -115,42 +175,87 @@ def en_content_words(text: str) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for word in en_words(text):
-        low = word.lower().strip("'-")
+        word = word.strip("'-")
+        low = word.lower()
         if low.endswith("'s"):
             low = low[:-2]
             word = word[:-2]
-        if len(low) < 3 or low in EN_STOPWORDS or low in seen:
+        if len(low) < 3 or low in EN_STOPWORDS or low in OTHER_STOPWORDS or low in seen:
             continue
         seen.add(low)
-        out.append(word.strip("'-"))
+        out.append(word)
     return out
 
 
-def zh_terms(text: str) -> list[str]:
-    """Salient Chinese terms: known keywords first, then two-character pieces of what is left."""
+@lru_cache(maxsize=1)
+def _zh_segmenter() -> ModuleType:
+    """jieba's part-of-speech tokenizer, imported and its dictionary loaded on first use."""
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    posseg: ModuleType = jieba.posseg
+    return posseg
+
+
+def zh_words(text: str) -> list[tuple[str, str]]:
+    """``text`` segmented by jieba: (word, part of speech) pairs, in order."""
+    posseg = _zh_segmenter()
+    return [(p.word, p.flag) for p in posseg.cut(text)]
+
+
+@lru_cache(maxsize=4096)
+def _zh_terms(text: str) -> tuple[str, ...]:
     terms: list[str] = []
-    rest = text
-    for word in ZH_KEYWORDS:
-        if word in rest:
-            terms.append(word)
-            rest = rest.replace(word, " ")
-    terms.sort(key=text.find)
-    for stop in ZH_STOP_TERMS:
-        rest = rest.replace(stop, " ")
-    for run in _CJK_RUN.findall(rest):
-        while len(run) > 2 and run[0] in _ZH_VERB_CHARS:
-            run = run[1:]
-        if len(run) < 2:
+    for word, flag in zh_words(text):
+        if flag == "eng":
+            terms.extend(en_content_words(word))
             continue
-        if len(run) <= 3:
-            terms.append(run[:2])
-        else:
-            terms.extend(run[i : i + 2] for i in range(0, len(run) - 1, 2))
-    return list(dict.fromkeys(terms))
+        if (
+            len(word) < 2
+            or not _CJK_RUN.fullmatch(word)
+            or word in _ZH_STOP
+            or flag.startswith(_ZH_SKIP_FLAGS)
+            or _ZH_TIME_WORD.fullmatch(word)
+        ):
+            continue
+        terms.append(word)
+    return tuple(dict.fromkeys(terms))
+
+
+def zh_terms(text: str) -> list[str]:
+    """Salient Chinese words (jieba), in order: nouns, verbs and names of two characters or more."""
+    return list(_zh_terms(text))
+
+
+def ja_terms(text: str) -> list[str]:
+    """Kanji and katakana runs of two characters or more: whole words without a segmenter."""
+    runs = re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff]{2,}|[\u30a0-\u30ff]{2,}", text)
+    return list(dict.fromkeys(r for r in runs if r != "ー" * len(r)))
+
+
+def spaced_terms(text: str) -> list[str]:
+    """Whole whitespace-separated words (Korean, other Latin-script languages), lowercased."""
+    out: list[str] = []
+    for raw in text.split():
+        word = raw.strip(".,;:!?\"'()[]«»“”‘’…。、！？").lower()
+        if len(word) < 2 or word in EN_STOPWORDS or word in OTHER_STOPWORDS or word in _KO_STOP:
+            continue
+        if not any(ch.isalpha() for ch in word):
+            continue
+        out.append(word)
+    return list(dict.fromkeys(out))
 
 
 def tags_for(text: str, *, limit: int = 4) -> list[str]:
-    """Lowercase topic tags of a statement, Chinese or English."""
-    if is_mostly_chinese(text):
-        return zh_terms(text)[:limit]
-    return [w.lower() for w in en_content_words(text)][:limit]
+    """Lowercase topic tags of a statement, each a whole word."""
+    match script_of(text):
+        case "zh":
+            return [t.lower() for t in zh_terms(text)][:limit]
+        case "ja":
+            return ja_terms(text)[:limit]
+        case "ko":
+            return spaced_terms(text)[:limit]
+        case "latin":
+            return [w.lower() for w in en_content_words(text)][:limit]
