@@ -4,8 +4,9 @@ For a new long-term node: find the most similar activated, unfrozen nodes of the
 same type in the cube; the relation judge labels each candidate pair; a
 ``redundant`` or ``contradictory`` pair is fused into one node that keeps the new
 node's id, and the old node is archived with a ``MERGED_TO`` edge to it and its
-other edges moved over. Only the judge decides a merge: with this embedder,
-different facts often score above the merge threshold. If the judge fails, the
+other edges moved over. A pair about different subjects (``conflict_subjects``) is never
+merged, before and regardless of the judge. Otherwise only the judge decides: with this
+embedder, different facts often score above the merge threshold. If the judge fails, the
 threshold decides; if fusion fails, a hard update keeps the newer statement.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from streams.llm.port import LLMError
 from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, Relation
+from streams.prompts.conflict_subjects import different_subjects
 from streams.prompts.fusion import FUSION, FusionContext
 from streams.runtime import Deps
 from topics.ids import working_copy_id
@@ -40,7 +42,7 @@ class Merge:
 def _statement(item: MemoryItem) -> MemoryStatement:
     md = item.metadata
     return MemoryStatement(text=item.memory, key=md.key, tags=list(md.tags),
-                           updated_at=md.updated_at)
+                           entities=list(md.entities), updated_at=md.updated_at)
 
 
 def _union(*groups: Sequence[str]) -> tuple[str, ...]:
@@ -64,6 +66,14 @@ async def find_conflict(
             continue
         if score < cfg.conflict_threshold:
             break
+        # Facts about different subjects are never merged, whatever the judge (or, when the
+        # judge fails, the similarity) would say: archiving one would lose a true fact.
+        apart = different_subjects(candidate.memory, node.memory, candidate.metadata.entities,
+                                   md.entities)
+        if apart is not None:
+            log.debug("cube %s: %s / %s independent: %s", md.cube_id, candidate.id, node.id,
+                      apart)
+            continue
         ctx = JudgeContext(existing=_statement(candidate), new=_statement(node),
                            similarity=max(-1.0, min(1.0, score)),
                            merge_threshold=cfg.merge_threshold)

@@ -20,13 +20,14 @@ REASON_MAX_CHARS = 300
 
 
 class MemoryStatement(BaseModel):
-    """One side of a pair: the stored text with its title, tags and last update time."""
+    """One side of a pair: the stored text with its title, tags, entities and update time."""
 
     model_config = ConfigDict(frozen=True)
 
     text: str = Field(min_length=1)
     key: str = ""
     tags: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
     updated_at: AwareDatetime
 
 
@@ -91,9 +92,11 @@ switched a phone or a car, changed a preference, an appointment was rescheduled,
 went up or down, something started or stopped, or one statement negates the other.
   e.g. "The user lives in Berlin." / "The user moved to Lisbon."
   e.g. "用户有两只猫。" / "用户现在有三只猫。"
-- "independent": anything else — different subjects (the user versus the user's sister), \
-different attributes (where the user lives versus where the user works), or facts that can \
-all be true at once (liking coffee and liking jazz; two separate trips in different years)."""
+- "independent": anything else — different subjects (the user versus the user's sister; \
+"Anna" versus "Boris"; "my brother" versus "my sister"; 小王 versus 小李; one product versus \
+another), different attributes (where the user lives versus where the user works), or facts \
+that can all be true at once (liking coffee and liking jazz; two separate trips in different \
+years)."""
 
 _JUDGE_SYSTEM = f"""\
 You keep the long-term memory of a personal assistant. A newly extracted memory resembles one \
@@ -104,8 +107,13 @@ Labels:
 {LABEL_DEFINITIONS}
 
 How to decide:
-- First check who each statement is about. A relative, friend or colleague of the user is a \
-different subject from the user.
+- First check who or what each statement is about: the speaker ("I", "my", "the user", 我, \
+用户, or the name before a leading "Name:"), a relative or friend ("my sister", 我妹妹), a named \
+person (Anna Kowalski, 王芳), a place or a product. If the two statements are about different \
+subjects they are independent, however alike the rest of the sentence is: "Anna lives in \
+Paris." and "Boris lives in Rome." are two true facts about two people, not a move. A \
+relative, friend or colleague of the user is a different subject from the user, and two \
+people with the same first name but different surnames are different people.
 - Then compare the details one by one: names, places, organisations, numbers, amounts, dates, \
 times, weekdays, and negation (not, never, no longer, stopped; 不, 没有, 不再, 已经不).
 - The similarity score only tells you the two are about related things. Near-identical \
@@ -132,6 +140,8 @@ def describe_memory(label: str, memory: MemoryStatement) -> str:
         lines.append(f"  key: {memory.key}")
     if memory.tags:
         lines.append(f"  tags: {', '.join(memory.tags)}")
+    if memory.entities:
+        lines.append(f"  entities: {', '.join(memory.entities)}")
     lines.append(f"  text: {memory.text.strip()}")
     return "\n".join(lines)
 
@@ -159,7 +169,8 @@ def render(ctx: JudgeContext) -> list[ChatMessage]:
 
 def rules(ctx: JudgeContext) -> JudgeResponse:
     """Deterministic judgement without a model (see ``conflict_rules``)."""
-    verdict = judge(ctx.existing.text, ctx.new.text, ctx.similarity, ctx.merge_threshold)
+    verdict = judge(ctx.existing.text, ctx.new.text, ctx.similarity, ctx.merge_threshold,
+                    ctx.existing.entities, ctx.new.entities)
     return JudgeResponse(relation=verdict.relation, reason=verdict.reason)
 
 

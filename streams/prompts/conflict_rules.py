@@ -1,6 +1,7 @@
 """The deterministic relation judge: contradictory, redundant or independent, without a model.
 
-Order of the rules: a pair about different people is independent; otherwise the
+Order of the rules: a pair about different subjects (``conflict_subjects``; where that
+cannot tell, the analysis' own subject) is independent; otherwise the
 contradiction rules run (a different value of a one-value attribute, a negated
 statement, a changed number/date, a changed place/name, a reported change of a
 detail); then the redundancy rules (one contains the other, or the embedding
@@ -10,12 +11,13 @@ everything else is independent. Each rule returns a short reason or None.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from streams.prompts import conflict_lexicon as lx
 from streams.prompts.conflict_analysis import Statement, analyse
+from streams.prompts.conflict_subjects import compare, subject_of, with_entities
 
 Relation = Literal["contradictory", "redundant", "independent"]
 Rule = Callable[[Statement, Statement], str | None]
@@ -27,10 +29,18 @@ class Verdict:
     reason: str
 
 
-def judge(existing: str, new: str, similarity: float, merge_threshold: float) -> Verdict:
+def judge(
+    existing: str, new: str, similarity: float, merge_threshold: float,
+    existing_entities: Iterable[str] = (), new_entities: Iterable[str] = (),
+) -> Verdict:
     """How ``new`` relates to ``existing``, with a one-line reason."""
+    sa = with_entities(subject_of(existing), existing_entities)
+    sb = with_entities(subject_of(new), new_entities)
+    subjects = compare(sa, sb, existing, new)
+    if subjects == "different":
+        return Verdict("independent", f"different subjects: {sa.describe()} vs {sb.describe()}")
     a, b = analyse(existing), analyse(new)
-    if not same_subject(a, b):
+    if subjects == "unknown" and not same_subject(a, b):
         return Verdict("independent", f"different subjects: {_who(a)} vs {_who(b)}")
     for rule in CONTRADICTION_RULES:
         reason = rule(a, b)
