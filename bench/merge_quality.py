@@ -1,6 +1,7 @@
 """Quality of the deterministic relation judge on labelled memory pairs.
 
-    python bench/merge_quality.py [--data tests/data/merge_pairs.jsonl] [--errors]
+    python bench/merge_quality.py [--data tests/data/merge_pairs.jsonl]
+                                  [--near-miss tests/data/near_miss_pairs.jsonl] [--errors]
 
 Embeds both statements of every pair with the local e5 embedder (passages, as the
 add stage stores them) to get the cosine similarity the stage would see, runs the
@@ -8,6 +9,10 @@ add stage stores them) to get the cosine similarity the stage would see, runs th
 class and accuracy, per language and in total. A second table applies the stage's
 candidate threshold (pairs below it never reach the judge and stay independent), and
 a baseline row shows what similarity alone would do (>= merge threshold → redundant).
+Last, the false-merge rate on the near-miss set: look-alike statements about different
+subjects, every one independent; a pair judged redundant or contradictory would archive a
+true fact (goal 0), shown for the judge alone, as the stage runs it, and without the stage's
+subject guard.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from streams.prompts.conflict import (  # noqa: E402
     MemoryStatement,
     Relation,
 )
+from streams.prompts.conflict_subjects import different_subjects  # noqa: E402
 from topics.settings import MemorySettings  # noqa: E402
 
 LABELS: tuple[Relation, ...] = ("contradictory", "redundant", "independent")
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "merge_pairs.jsonl"
+NEAR_MISS = DEFAULT_DATA.with_name("near_miss_pairs.jsonl")
 OLDER = datetime(2024, 1, 10, 9, 0, tzinfo=UTC)
 
 
@@ -119,12 +126,36 @@ def print_table(title: str, rows: Sequence[tuple[Relation, Relation]]) -> None:
     print(f"  macro F1 {macro:.2f}")
 
 
+def false_merges(scored: Sequence[Scored], candidate: float) -> None:
+    """Near-miss pairs are all independent: any other verdict would archive a true fact."""
+    print(f"\n=== false merges on {len(scored)} near-miss pairs (all independent) ===")
+    for lang in [*sorted({s.pair.lang for s in scored}), "total"]:
+        chosen = [s for s in scored if lang in ("total", s.pair.lang)]
+        judged = [s for s in chosen if s.predicted != "independent"]
+        guarded = [s for s in chosen if different_subjects(s.pair.old, s.pair.new) is None]
+        stage = [s for s in judged if s.pair.similarity >= candidate and s in guarded]
+        at_candidate = sum(s.pair.similarity >= candidate for s in chosen)
+        print(f"  [{lang:>5}] n={len(chosen):>3}  reach the judge (cos >= {candidate:.2f}): "
+              f"{at_candidate:>3}  false-merge rate: judge alone {_rate(judged, chosen)}, "
+              f"stage {_rate(stage, chosen)}; subject guard misses {len(guarded)}")
+    for s in scored:
+        if s.predicted != "independent":
+            print(f"  false merge {s.pair.similarity:.3f} {s.predicted}: {s.pair.old} | "
+                  f"{s.pair.new}  ({s.reason})")
+
+
+def _rate(bad: Sequence[Scored], of: Sequence[Scored]) -> str:
+    return f"{len(bad) / max(1, len(of)):.1%} ({len(bad)}/{len(of)})"
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--near-miss", type=Path, default=NEAR_MISS,
+                        help="look-alike pairs about different subjects, all independent")
     parser.add_argument("--errors", action="store_true", help="list the misjudged pairs")
     args = parser.parse_args()
     defaults = MemorySettings()
@@ -172,6 +203,9 @@ def main() -> None:
     print(f"\nstage accuracy, rules judge vs similarity-only baseline: "
           f"{accuracy(stage_total):.1%} vs {accuracy(baseline):.1%} "
           f"(ratio {accuracy(stage_total) / max(accuracy(baseline), 1e-9):.2f}x)")
+
+    near = asyncio.run(with_similarity(load_pairs(args.near_miss)))
+    false_merges([judge_pair(p, merge) for p in near], candidate)
 
     if args.errors:
         print("\n=== misjudged pairs (judge in isolation) ===")
