@@ -198,7 +198,8 @@ def add(file: Path, user_id: str, cube_id: str | None, session_id: str | None, c
 @click.option("--top-k", default=10, show_default=True)
 @click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
 @click.option("--type", "memory_type", default="All", show_default=True,
-              type=click.Choice(["All", "WorkingMemory", "LongTermMemory", "UserMemory"]))
+              type=click.Choice(["All", "WorkingMemory", "LongTermMemory", "UserMemory",
+                                 "EpisodicMemory"]))
 @data_dir_option
 def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
            memory_type: str, data_dir: Path | None) -> None:

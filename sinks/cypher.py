@@ -143,7 +143,8 @@ ORDER BY cube_id
 """
 NEIGHBORS_BY_TAGS = f"""
 MATCH (n:Memory {{{IN_CUBE}, status: 'activated'}})
-WHERE n.memory_type <> 'WorkingMemory' AND n.type <> 'reasoning' AND NOT n.id IN $exclude_ids
+WHERE NOT n.memory_type IN ['WorkingMemory', 'EpisodicMemory'] AND n.type <> 'reasoning'
+  AND NOT n.id IN $exclude_ids
 WITH n, size([t IN coalesce(n.tags, []) WHERE t IN $tags]) AS overlap
 WHERE overlap >= $min_overlap
 RETURN {NODE}, overlap
@@ -303,6 +304,27 @@ MATCH (n:Memory {{{IN_CUBE}}})
 RETURN {NODE}
 ORDER BY n.updated_at DESC, n.id
 {limit}
+"""
+
+
+# The property the full-text index reads (``sinks.fulltext`` writes it on every node).
+SEARCH_TEXT = "search_text"
+
+
+def keyword_nodes(dialect: Dialect, where: str) -> str:
+    """Full-text recall: the cube's activated nodes of the wanted types matching ``$text``,
+    best BM25-style score first (ties by id, so the order is deterministic)."""
+    if not dialect.fulltext_call:
+        raise StoreError(f"the {dialect.name} dialect has no full-text index")
+    extra = f" AND {where}" if where else ""
+    return f"""
+{dialect.fulltext_call}
+WITH node AS n, score
+WHERE n.cube_key = $cube_key AND n.cube_id = $cube_id AND n.status = 'activated'
+  AND n.memory_type IN $memory_types{extra}
+RETURN {NODE}, score
+ORDER BY score DESC, n.id
+LIMIT $limit
 """
 
 

@@ -7,7 +7,7 @@ carries only what cannot be shared (index DDL, one FalkorDB index bug to steer a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,10 @@ class Dialect:
     indexed_properties: str | None = None
     # How a string property is written on the left of < / <= / > / >= in a filter.
     string_range: str = "{}"
+    # Full-text (keyword) recall: the procedure call yielding ``node`` and ``score`` for the
+    # query parameter ``$text``, and the query syntax ``sinks.fulltext`` writes for it.
+    fulltext_call: str = ""
+    fulltext_syntax: Literal["redisearch", "lucene"] = "lucene"
 
 
 NEO4J: Final = Dialect(
@@ -50,7 +54,16 @@ NEO4J: Final = Dialect(
             "CREATE INDEX memory_cube_type IF NOT EXISTS "
             "FOR (n:Memory) ON (n.cube_key, n.memory_type, n.status)",
         ),
+        # Words arrive tokenized (sinks.fulltext), so the analyzer only splits on spaces.
+        (
+            "memory_search_text",
+            "CREATE FULLTEXT INDEX memory_search_text IF NOT EXISTS FOR (n:Memory) "
+            "ON EACH [n.search_text] OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace'}}",
+        ),
     ),
+    fulltext_call="CALL db.index.fulltext.queryNodes('memory_search_text', $text) "
+    "YIELD node, score",
+    fulltext_syntax="lucene",
 )
 
 # FalkorDB: no IF NOT EXISTS and no index names (a repeat fails with "already indexed",
@@ -59,7 +72,13 @@ NEO4J: Final = Dialect(
 _FALKORDB_INDEXED = ("node_key", "cube_key", "memory_type", "status")
 FALKORDB: Final = Dialect(
     name="falkordb",
-    schema=tuple((p, f"CREATE INDEX FOR (n:Memory) ON (n.{p})") for p in _FALKORDB_INDEXED),
+    schema=(
+        *((p, f"CREATE INDEX FOR (n:Memory) ON (n.{p})") for p in _FALKORDB_INDEXED),
+        # RediSearch underneath: English stemming and stopwords; words arrive tokenized.
+        ("search_text", "CALL db.idx.fulltext.createNodeIndex('Memory', 'search_text')"),
+    ),
+    fulltext_call="CALL db.idx.fulltext.queryNodes('Memory', $text) YIELD node, score",
+    fulltext_syntax="redisearch",
     indexed_properties=(
         "CALL db.indexes() YIELD label, properties WHERE label = 'Memory' RETURN properties"
     ),

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sinks import cypher
+from sinks import cypher, fulltext
 from sinks.graph_props import (
     cube_params,
     edge_ends,
@@ -279,6 +279,24 @@ class CypherGraphStore(ABC):
             params["limit"] = int(limit)
         rows = await self._read(cypher.find_nodes(where, limit is not None), params)
         return [props_to_node(r["props"]) for r in rows]
+
+    async def keyword_search(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[MemoryItem, float]]:
+        terms = fulltext.query_terms(text)
+        if not terms or limit <= 0 or not memory_types:
+            return []
+        where, params = cypher.compile_filters(filters, self.dialect)
+        params.update(cube_params(cube_id))
+        params.update({
+            "text": fulltext.query_string(cypher.cube_key(cube_id), terms,
+                                          self.dialect.fulltext_syntax),
+            "memory_types": list(dict.fromkeys(memory_types)),
+            "limit": int(limit),
+        })
+        rows = await self._read(cypher.keyword_nodes(self.dialect, where), params)
+        return [(props_to_node(r["props"]), float(r["score"])) for r in rows]
 
     async def count_by(
         self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()

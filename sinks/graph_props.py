@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from sinks import cypher
+from sinks import cypher, fulltext
 from sinks.ports import StoreError
 from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
@@ -125,6 +125,10 @@ def pair_params(cube_id: str, source: str, target: str) -> dict[str, object]:
 
 def node_row(cube_id: str, node: MemoryItem) -> dict[str, object]:
     props = node_to_props(node)
-    props["cube_key"] = cypher.cube_key(cube_id)
+    key = cypher.cube_key(cube_id)
+    props["cube_key"] = key
     props["node_key"] = cypher.node_key(cube_id, node.id)
+    # What the full-text index reads: the cube's token, the words of text, key and tags.
+    props[cypher.SEARCH_TEXT] = fulltext.indexed_text(
+        key, [node.memory, node.metadata.key, *node.metadata.tags])
     return props

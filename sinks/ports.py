@@ -115,6 +115,14 @@ class GraphStore(Protocol):
     async def add_edges(self, cube_id: str, edges: Sequence[Edge]) -> None:
         """MERGE edges (idempotent: one edge per source, target and type)."""
 
+    async def keyword_search(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[MemoryItem, float]]:
+        """Full-text (BM25-style) recall: the cube's activated nodes of ``memory_types``
+        sharing words with ``text`` (``sinks.fulltext`` tokenizes both sides, Chinese
+        segmented), best first, at most ``limit``; none when ``text`` has no words."""
+
     async def delete_edge(self, cube_id: str, source: str, target: str, type: EdgeType) -> bool: ...
 
     async def edge_exists(

@@ -40,7 +40,7 @@ from topics.events import (
     new_event_id,
 )
 from topics.kafka_compat import configure_fetch_pause, mark_latency_sensitive
-from topics.models import MemoryItem, MemoryType, SourceRef, Subgraph, utcnow
+from topics.models import MemoryItem, MemoryType, SearchMemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
 from topics.registry import (
     CONVERSATIONS,
@@ -237,7 +237,7 @@ class MemoryClient:
         cube_id: str | None = None,
         top_k: int = 10,
         mode: Literal["fast", "fine"] = "fast",
-        memory_type: Literal["All", "WorkingMemory", "LongTermMemory", "UserMemory"] = "All",
+        memory_type: SearchMemoryType = "All",
         search_filter: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         chat_history: Sequence[Mapping[str, str]] = (),
@@ -273,10 +273,10 @@ class MemoryClient:
 
     async def get_all(
         self, user_id: str, cube_id: str | None = None, memory_type: MemoryType | None = None,
-        include_inactive: bool = False, timeout: float = 30.0,
+        include_inactive: bool = False, timeout: float = 30.0, limit: int = 1000,
     ) -> list[MemoryItem]:
         req = GetAllRequest(user_id=user_id, cube_id=cube_id or user_id, memory_type=memory_type,
-                            include_inactive=include_inactive)
+                            include_inactive=include_inactive, limit=limit)
         return await self._nodes(req, timeout)
 
     async def working_memory(

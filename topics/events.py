@@ -25,9 +25,11 @@ from pydantic import (
 from topics.models import (
     Edge,
     HierarchyLevel,
+    ItemMemoryType,
     MemoryItem,
     MemoryType,
     NodeType,
+    SearchMemoryType,
     SourceKind,
     SourceRef,
     Status,
@@ -145,7 +147,7 @@ class ExtractedMemory(Event):
     session_id: str | None = None
     memory: str = Field(min_length=1)
     key: str = ""
-    memory_type: StoredMemoryType = "LongTermMemory"
+    memory_type: ItemMemoryType = "LongTermMemory"
     type: NodeType = "fact"
     tags: tuple[str, ...] = ()
     entities: tuple[str, ...] = ()
@@ -321,16 +323,27 @@ class RequestBase(Event):
     requester: str = "client"
 
 
+MAX_TOP_K = 200
+
+
+def _meaningful_query(value: str) -> str:
+    if not value.strip():
+        raise ValueError("query must contain text (it is empty or whitespace only)")
+    return value
+
+
 class SearchRequest(RequestBase):
     op: Literal["search"] = "search"
     query: str = Field(min_length=1)
-    top_k: int = Field(default=10, ge=1, le=200)
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
     mode: Literal["fast", "fine"] = "fast"
-    memory_type: Literal["All", "WorkingMemory", "LongTermMemory", "UserMemory"] = "All"
+    memory_type: SearchMemoryType = "All"
     search_filter: dict[str, JsonValue] | None = None
     session_id: str | None = None
     chat_history: tuple[dict[str, str], ...] = ()
     after: WriteToken | None = None
+
+    _query = field_validator("query")(_meaningful_query)
 
 
 class SubgraphRequest(RequestBase):
@@ -339,6 +352,8 @@ class SubgraphRequest(RequestBase):
     top_k: int = Field(default=5, ge=1, le=50)
     depth: int = Field(default=2, ge=1, le=3)
     center_status: Status = "activated"
+
+    _query = field_validator("query")(_meaningful_query)
 
 
 class GetRequest(RequestBase):

@@ -27,6 +27,11 @@ def memory_id(cube_id: str, source_key: str, index: int) -> str:
     return stable_id("memory", cube_id, source_key, index)
 
 
+def episode_id(cube_id: str, source_key: str) -> str:
+    """Id of the episode (the chunk's raw turns, kept whole) of one chat chunk."""
+    return stable_id("episode", cube_id, source_key)
+
+
 def working_copy_id(node_id: str) -> str:
     """Id of the WorkingMemory copy of a long-term node."""
     return stable_id("working-copy", node_id)

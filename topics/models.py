@@ -11,9 +11,15 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-MemoryType = Literal["WorkingMemory", "LongTermMemory", "UserMemory"]
+MemoryType = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "EpisodicMemory"]
+# What extraction files a memory under (the model chooses between these two).
 StoredMemoryType = Literal["LongTermMemory", "UserMemory"]
-MEMORY_TYPES: tuple[MemoryType, ...] = ("WorkingMemory", "LongTermMemory", "UserMemory")
+# What the add stage stores: extracted memories, and episodes (a chat chunk's raw turns,
+# kept whole; never merged, never in working memory, never reorganized).
+ItemMemoryType = Literal["LongTermMemory", "UserMemory", "EpisodicMemory"]
+SearchMemoryType = Literal["All", "WorkingMemory", "LongTermMemory", "UserMemory", "EpisodicMemory"]
+MEMORY_TYPES: tuple[MemoryType, ...] = (
+    "WorkingMemory", "LongTermMemory", "UserMemory", "EpisodicMemory")
 Status = Literal["generated", "activated", "archived", "expired", "deleted"]
 NodeType = Literal["fact", "event", "opinion", "topic", "reasoning", "procedure"]
 HierarchyLevel = Literal["topic", "concept", "fact"]
@@ -29,6 +35,7 @@ EdgeType = Literal[
     "FOLLOWS",
     "AGGREGATE_TO",
     "INFERRED_FROM",
+    "EXTRACTED_FROM",
 ]
 EDGE_TYPES: tuple[EdgeType, ...] = (
     "PARENT",
@@ -40,9 +47,12 @@ EDGE_TYPES: tuple[EdgeType, ...] = (
     "FOLLOWS",
     "AGGREGATE_TO",
     "INFERRED_FROM",
+    "EXTRACTED_FROM",
 )
 # Lineage edges record where a node came from; they stay put when nodes merge.
-LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset({"MERGED_TO", "INFERRED_FROM", "PARENT"})
+# EXTRACTED_FROM: an extracted memory -> the episode (chat chunk) it was extracted from.
+LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset(
+    {"MERGED_TO", "INFERRED_FROM", "PARENT", "EXTRACTED_FROM"})
 
 MAX_ID_LEN = 256
 
@@ -71,6 +81,7 @@ class SourceRef(Frozen):
 
     kind: Literal["message", "chunk", "memory", "manual"] = "message"
     message_id: str | None = None
+    memory_id: str | None = None  # kind "memory": the memory (e.g. the episode) it came from
     role: str | None = None
     doc_id: str | None = None
     chunk_index: int | None = None
@@ -112,6 +123,9 @@ class MemoryMetadata(Frozen):
     frozen: bool = False
     # For WorkingMemory copies: the long-term node this copy mirrors.
     origin_id: str | None = None
+    # Who wrote a derived node's text (summary, concept, inference): a language model or the
+    # deterministic ``rules`` stand-in. None: not recorded (facts, data written before).
+    written_by: Literal["model", "rules"] | None = None
 
     _ids = field_validator("user_id", "cube_id")(_check_identifier)
 
@@ -119,6 +133,17 @@ class MemoryMetadata(Frozen):
     @classmethod
     def _to_utc(cls, value: datetime | None) -> datetime | None:
         return value.astimezone(UTC) if value is not None else None
+
+    @property
+    def is_derived(self) -> bool:
+        """A summary (topic/concept), aggregate concept or inference, not a stated memory."""
+        return self.hierarchy_level != "fact" or self.type in ("topic", "reasoning")
+
+    @property
+    def is_stand_in_summary(self) -> bool:
+        """A derived node the ``rules`` stand-in wrote: kept out of working memory, where an
+        agent would read it as if a model had summarised the user."""
+        return self.is_derived and self.written_by == "rules"
 
 
 class MemoryItem(Frozen):

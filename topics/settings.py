@@ -117,6 +117,9 @@ class MemorySettings(BaseModel):
     working_memory_capacity: int = Field(default=20, ge=1)
     long_term_memory_capacity: int = Field(default=1500, ge=1)
     user_memory_capacity: int = Field(default=480, ge=1)
+    # Episodes: every chat chunk kept whole (its turns with speakers and times), one node each.
+    episodes: bool = True
+    episodic_memory_capacity: int = Field(default=5000, ge=1)
     conflict_threshold: float = Field(default=0.80, ge=0, le=1)
     merge_threshold: float = Field(default=0.92, ge=0, le=1)
     conflict_candidates: int = Field(default=5, ge=1)
@@ -147,6 +150,14 @@ class SearchSettings(BaseModel):
     concept_weight: float = 0.95
     fact_weight: float = 1.0
     tag_overlap_min: int = 2
+    # Hybrid recall: the ranked lists (vector, keyword full-text, exact key, tag overlap) are
+    # fused by reciprocal rank, sum of weight / (rrf_k + rank), then weighted by level.
+    rrf_k: int = Field(default=60, ge=1)
+    vector_weight: float = Field(default=1.0, ge=0)
+    keyword_weight: float = Field(default=1.0, ge=0)
+    key_weight: float = Field(default=1.0, ge=0)
+    tag_weight: float = Field(default=0.5, ge=0)
+    keyword_recall: bool = True  # off: vector, key and tag recall only
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each
     # request is answered as soon as it arrives).

@@ -18,8 +18,8 @@ from streams.prompts.extraction import (
     ExtractionResponse,
 )
 from streams.runtime import Deps, Outgoing, Record
-from topics.events import ConversationChunk, ExtractedMemory, Origin
-from topics.ids import chunk_source_key, derived_event_id, memory_id
+from topics.events import ConversationChunk, ExtractedMemory, Message, Origin
+from topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
 from topics.models import SourceRef
 from topics.registry import MEMORY_ITEMS
 
@@ -77,7 +77,55 @@ async def _extract_chat(
             return default_refs
         return tuple(SourceRef(kind="message", message_id=i, role=roles[i]) for i in known)
 
-    return _to_items(chunk, origin, answer, source_key, "conversation", refs_for)
+    items = _to_items(chunk, origin, answer, source_key, "conversation", refs_for)
+    if not deps.settings.memory.episodes:
+        return items
+    episode = _episode(chunk, origin, source_key)
+    link = SourceRef(kind="memory", memory_id=episode.id)
+    return [episode, *(i.model_copy(update={"sources": (*i.sources, link)}) for i in items)]
+
+
+def speaker_of(message: Message) -> str:
+    """Who said it: the message's name, else its role."""
+    return (message.name or "").strip() or message.role.capitalize()
+
+
+def episode_text(messages: Sequence[Message]) -> str:
+    """The turns as they were said, one per line, each with its absolute time and speaker."""
+    return "\n".join(
+        f"[{m.timestamp:%Y-%m-%d %H:%M}] {speaker_of(m)}: {' '.join(m.content.split())}"
+        for m in messages)
+
+
+def _episode(chunk: ConversationChunk, origin: Origin | None, source_key: str) -> ExtractedMemory:
+    """The chunk kept whole as one episodic memory (MemOS's fast add, Graphiti's episodes):
+    searchable by its own words, linked to what was extracted from it."""
+    node_id = episode_id(chunk.cube_id, source_key)
+    origin_ref = (SourceRef(kind="message", topic=origin.topic, partition=origin.partition,
+                            offset=origin.offset),) if origin is not None else ()
+    first = chunk.messages[0].timestamp
+    speakers = list(dict.fromkeys(speaker_of(m) for m in chunk.messages))
+    return ExtractedMemory(
+        event_id=derived_event_id("episode", node_id),
+        user_id=chunk.user_id,
+        cube_id=chunk.cube_id,
+        occurred_at=chunk.occurred_at,
+        id=node_id,
+        session_id=chunk.session_id,
+        memory=episode_text(chunk.messages),
+        key=f"{', '.join(speakers)} · {first:%Y-%m-%d %H:%M}",
+        memory_type="EpisodicMemory",
+        type="event",
+        tags=tuple(speakers),
+        source="conversation",
+        sources=(*(SourceRef(kind="message", message_id=m.id, role=m.role)
+                   for m in chunk.messages), *origin_ref),
+        memory_time=first,
+        origin=origin,
+        chunk_event_id=chunk.event_id,
+        index=0,
+        count=1,
+    )
 
 
 async def _extract_doc(

@@ -16,7 +16,7 @@ from streams.memory.merge import apply, find_conflict, resolve
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id, working_copy_id
-from topics.models import MemoryItem, MemoryMetadata, MemoryType, StoredMemoryType
+from topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType, StoredMemoryType
 from topics.registry import BY_SUFFIX, MEMORY_UPDATES
 
 log = logging.getLogger("memstream.memory")
@@ -86,6 +86,8 @@ def capacity_of(deps: Deps, memory_type: MemoryType) -> int:
             return cfg.long_term_memory_capacity
         case "UserMemory":
             return cfg.user_memory_capacity
+        case "EpisodicMemory":
+            return cfg.episodic_memory_capacity
 
 
 async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -> list[Outgoing]:
@@ -107,19 +109,24 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
     nodes = [build_node(r.value) for r in fresh]
     vectors = await deps.embedder.embed_passages([n.memory for n in nodes])
+    rows = [vector.tolist() for vector in vectors]
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
-    for node, vector in zip(nodes, vectors, strict=True):
-        row = vector.tolist()
+    for node, row in zip(nodes, rows, strict=True):
         writes.append((node, row))
-        writes.append((working_copy(node), row))
+        if node.metadata.memory_type != "EpisodicMemory":  # episodes stay out of working memory
+            writes.append((working_copy(node), row))
     await deps.store.write(writes)
+    if provenance := episode_edges(nodes):
+        await deps.graph.add_edges(cube_id, provenance)
 
     out: list[Outgoing] = []
     now = deps.clock()
     archived_here: set[str] = set()
-    for i, (node, (_, row), record) in enumerate(zip(nodes, writes[::2], fresh, strict=True)):
+    for i, (node, row, record) in enumerate(zip(nodes, rows, fresh, strict=True)):
         merge = None
-        if deps.settings.memory.conflict_detection and node.id not in archived_here:
+        episode = node.metadata.memory_type == "EpisodicMemory"
+        if (deps.settings.memory.conflict_detection and not episode
+                and node.id not in archived_here):
             later = frozenset(n.id for n in nodes[i + 1:])
             found = await find_conflict(node, row, deps, later)
             if found is not None:
@@ -131,9 +138,10 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
         if merge is None:
+            related = () if episode else (working_copy_id(node.id),)
             out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
                 event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
-                node=node, related_ids=(working_copy_id(node.id),), **base)))
+                node=node, related_ids=related, **base)))
             continue
         await apply(merge, deps)
         if merge.kept.id == node.id and merge.kept.memory != node.memory:
@@ -155,7 +163,9 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
     by_type: dict[StoredMemoryType, list[str]] = {}
     for node, record in zip(nodes, fresh, strict=True):
-        by_type.setdefault(record.value.memory_type, []).append(node.id)
+        memory_type = record.value.memory_type
+        if memory_type != "EpisodicMemory":  # the optimizer organizes facts, not transcripts
+            by_type.setdefault(memory_type, []).append(node.id)
     for memory_type, ids in sorted(by_type.items()):
         event = ReorganizeEvent(
             event_id=derived_event_id("reorganize-add", *ids),
@@ -169,6 +179,14 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
         )
         out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
     return out
+
+
+def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
+    """``EXTRACTED_FROM`` from each memory to the episode it was extracted from (its
+    ``memory`` source), so provenance reads both ways: a fact's episode, an episode's facts."""
+    return [Edge(source=node.id, target=ref.memory_id, type="EXTRACTED_FROM")
+            for node in nodes for ref in node.metadata.sources
+            if ref.kind == "memory" and ref.memory_id and ref.memory_id != node.id]
 
 
 async def enforce_capacity(

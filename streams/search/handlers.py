@@ -33,7 +33,7 @@ from topics.events import (
     WorkingMemoryRequest,
     WriteToken,
 )
-from topics.models import Edge, MemoryItem, Subgraph, UsageRecord
+from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
 from topics.registry import REPLIES, REQUESTS
 
 log = logging.getLogger("memstream.search")
@@ -130,8 +130,7 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             return NodesResult(nodes=tuple(await deps.graph.get_nodes(req.cube_id, req.ids))), []
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
-            types = [req.memory_type] if req.memory_type else \
-                ["WorkingMemory", "LongTermMemory", "UserMemory"]
+            types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
             status = None if req.include_inactive else "activated"
             nodes: list[MemoryItem] = []
             for memory_type in types:

@@ -49,16 +49,20 @@ class Goal:
 
 @dataclass
 class Candidates:
-    """Recalled ids: nodes already read from the graph, and vector hits whose node is read
-    only if they rank high enough to be returned (most never are)."""
+    """Recalled ids: nodes already read from the graph, vector hits whose node is read only
+    if they rank high enough to be returned (most never are), and the ranked lists of the
+    recalls that rank by something other than the query's cosine (keyword, key, tags)."""
 
     items: dict[str, MemoryItem] = field(default_factory=dict)
     records: dict[str, VectorRecord] = field(default_factory=dict)
     cosines: dict[str, float] = field(default_factory=dict)  # hits of the query's own vector
+    ranked: dict[str, list[str]] = field(default_factory=dict)  # recall name -> ids, best first
 
-    def add(self, nodes: Sequence[MemoryItem]) -> None:
+    def add(self, nodes: Sequence[MemoryItem], recall: str | None = None) -> None:
         for node in nodes:
             self.items.setdefault(node.id, node)
+        if recall is not None and nodes:
+            self.ranked[recall] = list(dict.fromkeys(n.id for n in nodes))
 
     def add_hits(self, hits: Sequence[VectorHit], of_query: bool) -> None:
         for hit in hits:
@@ -73,8 +77,8 @@ class Candidates:
 def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
     match memory_type:
         case "All":
-            return ("WorkingMemory", *STORED_TYPES)
-        case "WorkingMemory" | "LongTermMemory" | "UserMemory":
+            return ("WorkingMemory", *STORED_TYPES, "EpisodicMemory")
+        case "WorkingMemory" | "LongTermMemory" | "UserMemory" | "EpisodicMemory":
             return (memory_type,)
         case _:
             raise ValueError(f"unknown memory_type {memory_type!r}")
@@ -124,7 +128,7 @@ async def recall(
     """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
     already under way)."""
     types = requested_types(req.memory_type)
-    stored = [t for t in types if t != "WorkingMemory"]
+    stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
     # Working memory holds at most its capacity, so a vector search with a pool at least that
     # large scores every working-memory item, in the same call as long-term recall.
@@ -144,6 +148,12 @@ async def recall(
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
+    async def by_keyword() -> list[MemoryItem]:
+        if not stored or not deps.settings.search.keyword_recall:
+            return []
+        hits = await deps.graph.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        return [node for node, _ in hits]
+
     async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                         of_query: bool = False) -> None:
         if not memory_types:
@@ -158,12 +168,13 @@ async def recall(
                                            memory_types=list(memory_types), filters=filters)
             found.add([item for item, _ in hits])
 
-    async def nodes_from(recalled: Awaitable[list[MemoryItem]]) -> None:
-        found.add(await recalled)
+    async def nodes_from(recalled: Awaitable[list[MemoryItem]], name: str) -> None:
+        found.add(await recalled, name)
 
     working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
     await asyncio.gather(
-        nodes_from(by_key()), nodes_from(by_tags()),
+        nodes_from(by_key(), "key"), nodes_from(by_tags(), "tags"),
+        nodes_from(by_keyword(), "keyword"),
         by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0), True),
         *(by_vector(v, stored, top_k) for v in vectors[1:]))
     return found
@@ -176,11 +187,30 @@ def level_weight(deps: Deps, level: str) -> float:
     return float(getattr(deps.settings.search, _WEIGHT_FIELD.get(level, "fact_weight")))
 
 
+def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
+    """Reciprocal-rank fusion: each id scores the sum over the lists that hold it of
+    weight / (k + rank), normalised so that first place in every list scores 1."""
+    cfg = deps.settings.search
+    weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight,
+               "key": cfg.key_weight, "tags": cfg.tag_weight}
+    fused: dict[str, float] = {}
+    best = 0.0
+    for name, ids in lists.items():
+        weight = weights.get(name, 0.0)
+        if weight <= 0 or not ids:
+            continue
+        best += weight / (cfg.rrf_k + 1)
+        for rank, node_id in enumerate(ids, start=1):
+            fused[node_id] = fused.get(node_id, 0.0) + weight / (cfg.rrf_k + rank)
+    return {i: v / best for i, v in fused.items()} if best > 0 else fused
+
+
 async def rerank(
     deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
 ) -> list[tuple[str, float]]:
-    """Candidate ids by cosine similarity of query and embedding, weighted by hierarchy
-    level (the node's when read, else the vector record's copy of it)."""
+    """Candidate ids by hybrid score: every candidate ranked by the cosine of its embedding
+    with the query, fused with the keyword, key and tag recalls by reciprocal rank, then
+    weighted by hierarchy level (the node's when read, else the vector record's copy)."""
     missing = [i for i in candidates.items if i not in candidates.records]
     records = dict(candidates.records)
     if missing:
@@ -191,13 +221,17 @@ async def rerank(
     if rest := [i for i in ids if i not in cosines]:
         matrix = np.asarray([records[i].vector for i in rest], dtype=np.float32)
         cosines.update(zip(rest, (matrix @ query_vec).tolist(), strict=True))
+    searchable = set(ids)
+    lists = {name: [i for i in ranked if i in searchable]
+             for name, ranked in candidates.ranked.items()}
+    lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
+    fused = fuse(deps, lists)
     scored = []
     for node_id in ids:
-        cosine = cosines[node_id]
         item = candidates.items.get(node_id)
         level = item.metadata.hierarchy_level if item else records[node_id].hierarchy_level
-        scored.append((node_id, cosine * level_weight(deps, level)))
-    scored.sort(key=lambda s: s[1], reverse=True)
+        scored.append((node_id, fused.get(node_id, 0.0) * level_weight(deps, level)))
+    scored.sort(key=lambda s: (-s[1], -cosines[s[0]], s[0]))
     return scored
 
 
