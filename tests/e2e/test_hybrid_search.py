@@ -18,8 +18,9 @@ T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 def chat(*turns: tuple[str, str | None, str]) -> list[dict[str, object]]:
     """(role, name, content) turns one minute apart, ids m0, m1, …"""
-    return [{"id": f"m{i}", "role": role, "content": content, "timestamp": T0 + timedelta(minutes=i),
-             **({"name": name} if name else {})} for i, (role, name, content) in enumerate(turns)]
+    return [{"id": f"m{i}", "role": role, "content": content,
+             "timestamp": T0 + timedelta(minutes=i), **({"name": name} if name else {})}
+            for i, (role, name, content) in enumerate(turns)]
 
 
 async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
