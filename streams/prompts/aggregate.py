@@ -4,7 +4,8 @@
 validated by ``AggregateResponse``: ``create`` and, when true, the concept's ``key``,
 ``value``, ``tags`` and ``background``. The caller writes the concept node and
 ``AGGREGATE_TO`` edges from the members. The ``rules`` stand-in creates a concept only
-when at least three members share at least two subject (non-generic) tags.
+when at least three members share at least two subject (non-generic) tags, and writes
+nothing of its own: it quotes the most central of them verbatim under the shared tags.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from streams.llm.port import ChatMessage, Task
 from streams.prompts.members import (
     MemberNote,
+    central_statements,
     clean_tag_list,
     group_is_chinese,
     is_generic,
-    joined,
-    listed_keys,
+    joined_statements,
+    keyword_title,
     members_block,
     norm_tag,
     one_line,
     subject_tags,
+    title_tags,
 )
 from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, language_rule, nonblank
 
@@ -38,8 +41,18 @@ class AggregateContext(BaseModel):
 
     members: list[MemberNote] = Field(min_length=2)
     shared_tags: list[str] = Field(default_factory=list)
+    # One score per member, higher is more central (cosine to the group's centroid), filled
+    # by the optimizer for the ``rules`` stand-in; the prompt does not show it.
+    centrality: list[float] | None = None
 
     _clean = field_validator("shared_tags", mode="before")(nonblank)
+
+    @model_validator(mode="after")
+    def _one_score_per_member(self) -> AggregateContext:
+        if self.centrality is not None and len(self.centrality) != len(self.members):
+            raise ValueError(f"centrality has {len(self.centrality)} scores for "
+                             f"{len(self.members)} members")
+        return self
 
 
 class AggregateResponse(BaseModel):
@@ -113,29 +126,36 @@ def render(ctx: AggregateContext) -> list[ChatMessage]:
 
 
 def rules(ctx: AggregateContext) -> AggregateResponse:
-    """A concept when ≥ 3 members share ≥ 2 subject tags; key and value from tags and keys."""
+    """A concept when ≥ 3 members share ≥ 2 subject tags: its most central members verbatim,
+    titled with the shared tags."""
     common = _common_subject_tags(ctx)
     if len(common) < MIN_SHARED_TAGS:
         return AggregateResponse(create=False)
     wanted = {norm_tag(t) for t in common}
-    holders = [
-        m for m in ctx.members
+    holding = [
+        i for i, m in enumerate(ctx.members)
         if len(wanted & {norm_tag(t) for t in m.tags}) >= MIN_SHARED_TAGS
     ]
-    if len(holders) < MIN_MEMBERS:
+    if len(holding) < MIN_MEMBERS:
         return AggregateResponse(create=False)
+    holders = [ctx.members[i] for i in holding]
+    scores = None if ctx.centrality is None else [ctx.centrality[i] for i in holding]
+    quoted = central_statements(holders, scores)
+    texts = [m.text for m in holders]
+    ranked = [(tag, MIN_MEMBERS) for tag in common]
+    title = keyword_title(texts, ranked) or quoted[0]
     zh = group_is_chinese(holders)
-    title = joined(common[:3], zh)
-    keys = listed_keys(holders, zh)
+    shared = ("、" if zh else ", ").join(common)
     if zh:
-        value = f"概念：{title}——{len(holders)}条记忆：{keys}"
-        background = f"汇总了{len(holders)}条共同带有标签{joined(common, zh)}的记忆。"
+        background = (f"汇总了{len(holders)}条共同带有标签{shared}的记忆（抽取式，无模型）："
+                      f"逐字引用最有代表性的{len(quoted)}条。")
     else:
-        value = f"Concept: {title} — {len(holders)} memories: {keys}"
-        background = f"Aggregates {len(holders)} memories sharing the tags {joined(common, zh)}."
-    return AggregateResponse(
-        create=True, key=title, value=value, tags=common[:5], background=background
-    )
+        which = "the most central one" if len(quoted) == 1 else f"the {len(quoted)} most central"
+        background = (f"Concept over {len(holders)} memories sharing the tags {shared} "
+                      f"(extractive, no model): {which} quoted verbatim.")
+    return AggregateResponse(create=True, key=title, value=joined_statements(quoted),
+                             tags=title_tags(ranked, texts) or common[:5],
+                             background=background)
 
 
 def _common_subject_tags(ctx: AggregateContext) -> list[str]:

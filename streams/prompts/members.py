@@ -8,6 +8,7 @@ never make a concept on their own.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -31,8 +32,6 @@ GENERIC_TAGS = frozenset(
     """)
 )
 
-# Member keys quoted in a rules-mode value or background before "and N more".
-MAX_LISTED_KEYS = 5
 MAX_TAGS = 5
 
 
@@ -112,19 +111,187 @@ def group_is_chinese(members: Sequence[MemberNote]) -> bool:
     return chinese * 2 > len(members)
 
 
-def joined(words: Sequence[str], chinese: bool) -> str:
-    return ("、" if chinese else ", ").join(words)
+# --------------------------------------------------------------------------- extractive text
+# Without a model the stand-ins quote rather than write: the most central members verbatim,
+# whole sentences only, under a title of whole-word tags. Pieces of different memories spliced
+# into one line read like a statement nobody made.
+
+MAX_STATEMENTS = 3
+# A longer member is quoted by its first sentence (whole), or passed over.
+MAX_STATEMENT_CHARS = 240
+# Further statements are quoted while the summary stays this short (the first always is).
+MAX_SUMMARY_CHARS = 480
+TITLE_SEPARATOR = " · "
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_ZH_ENDS = "。！？"
+_EN_ENDS = ".!?…"
+_CLOSERS = "\"'”’)）」』"
+_TRAILING = ",;:，；：、-–—"
+# Words before a period that do not end a sentence.
+_ABBREVIATIONS = frozenset(words_of("mr mrs ms dr st prof jr sr vs etc approx no nr fig e.g i.e"
+                                    " a.m p.m u.s cf ca"))
+_TITLE_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&+.-]*(?: [A-Za-z0-9][A-Za-z0-9'&+.-]*)*")
 
 
-def listed_keys(members: Sequence[MemberNote], chinese: bool) -> str:
-    """The first members' titles; the rest counted."""
-    titles = list(dict.fromkeys(m.title for m in members))
-    shown = titles[:MAX_LISTED_KEYS]
-    rest = len(titles) - len(shown)
-    text = ("；" if chinese else "; ").join(shown)
-    if rest:
-        text += f"等另外{rest}条" if chinese else f"; and {rest} more"
-    return text
+def sentences(text: str) -> list[str]:
+    """The whole sentences of a text, end marks kept.
+
+    Cautious on purpose: after a period the text is cut only before a capital letter or a
+    Chinese character, and never after an abbreviation or an initial, so a sentence is
+    never cut in two (a missed break merely keeps two sentences together).
+    """
+    flat = " ".join(text.split())
+    out: list[str] = []
+    start = 0
+    for i, ch in enumerate(flat):
+        if i < start or ch not in _ZH_ENDS + _EN_ENDS:
+            continue
+        end = i + 1
+        while end < len(flat) and flat[end] in _CLOSERS + _ZH_ENDS + _EN_ENDS:
+            end += 1
+        if ch in _EN_ENDS and not _breaks_after(flat, start, i, end):
+            continue
+        if piece := flat[start:end].strip():
+            out.append(piece)
+        start = end
+    if rest := flat[start:].strip():
+        out.append(rest)
+    return out
+
+
+def _breaks_after(flat: str, start: int, mark: int, end: int) -> bool:
+    following = flat[end + 1:end + 2] if flat[end:end + 1] == " " else ""
+    if not following or not (following.isupper() or _CJK.match(following)):
+        return False
+    if flat[mark] != ".":
+        return True
+    word = flat[start:mark].rsplit(" ", 1)[-1].lstrip("\"'“‘(（").lower()
+    return len(word) > 1 and word not in _ABBREVIATIONS and "." not in word
+
+
+def statement(text: str) -> str:
+    """A text as one verbatim statement: whitespace squashed, an end mark added if missing."""
+    flat = " ".join(text.split())
+    if not flat or flat[-1] in _ZH_ENDS + _EN_ENDS + _CLOSERS:
+        return flat
+    flat = flat.rstrip(_TRAILING).rstrip() or flat
+    return flat + ("。" if _CJK.search(flat[-1]) else ".")
+
+
+def joined_statements(parts: Iterable[str]) -> str:
+    """Statements one after another: a space after an English one, none after a Chinese one."""
+    out = ""
+    for part in parts:
+        if out and not out.endswith(tuple(_ZH_ENDS)):
+            out += " "
+        out += part
+    return out
+
+
+def tag_centrality(members: Sequence[MemberNote]) -> list[float]:
+    """How connected each member is: per subject tag it carries, the other members carrying it."""
+    lists = [
+        {norm_tag(t) for t in (m.tags if m.tags else tags_for(m.text, limit=6))
+         if not is_generic(t)}
+        for m in members
+    ]
+    counts = Counter(tag for tags in lists for tag in tags)
+    return [float(sum(counts[t] - 1 for t in tags)) for tags in lists]
+
+
+def central_statements(
+    members: Sequence[MemberNote], centrality: Sequence[float] | None = None, *,
+    first_sentence_only: bool = False,
+) -> list[str]:
+    """Statements of the most central members, verbatim, most central first.
+
+    About half the members are quoted, one to ``MAX_STATEMENTS``: a summary that repeats
+    every member tells nothing about which of them matter.
+
+    ``centrality``: one score per member, higher is more central (cosine to the cluster's
+    centroid); by default how many tags a member shares with the others. A member is quoted
+    whole, or by its first sentence when it is long (or with ``first_sentence_only``, for
+    topics over concept summaries, whose first sentence is their most central member).
+    Repeats are quoted once.
+    """
+    scores = list(centrality) if centrality is not None else tag_centrality(members)
+    limit = max(1, min(MAX_STATEMENTS, (len(members) + 1) // 2))
+    order = sorted(range(len(members)), key=lambda i: (-scores[i], i))
+    chosen: list[str] = []
+    total = 0
+    for i in order:
+        text = _quotable(members[i].text, first_sentence_only)
+        if text is None:
+            continue
+        norm = text.casefold()
+        if any(norm in c.casefold() or c.casefold() in norm for c in chosen):
+            continue
+        if chosen and total + len(text) + 1 > MAX_SUMMARY_CHARS:
+            continue
+        chosen.append(text)
+        total += len(text) + 1
+        if len(chosen) == limit:
+            break
+    if not chosen:  # every member is one long sentence: quote the most central one whole
+        chosen.append(statement(sentences(members[order[0]].text)[0]))
+    return chosen
+
+
+def _quotable(text: str, first_sentence_only: bool) -> str | None:
+    parts = sentences(text)
+    if not parts:
+        return None
+    whole = statement(text)
+    if not first_sentence_only and len(whole) <= MAX_STATEMENT_CHARS:
+        return whole
+    first = statement(parts[0])
+    return first if len(first) <= MAX_STATEMENT_CHARS else None
+
+
+def title_word(tag: str, texts: Sequence[str]) -> str | None:
+    """A tag fit for a title, or None: English tags must be whole words, not the start of a
+    member's word (spelled as the members capitalise them mid-sentence, "Berlin"); Chinese
+    ones a short term without punctuation."""
+    tag = " ".join(tag.split())
+    if _CJK.search(tag):
+        plain = all(_CJK.match(ch) or ch.isalnum() for ch in tag)
+        return tag if plain and len(tag) <= 8 else None
+    if not _TITLE_WORDS.fullmatch(tag):
+        return None
+    whole = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9])", re.IGNORECASE)
+    seen = False
+    for text in texts:
+        for found in whole.finditer(text):
+            seen = True
+            before = text[:found.start()].rstrip()
+            mid_sentence = bool(before) and before[-1] not in _ZH_ENDS + _EN_ENDS
+            if mid_sentence and found.group() != found.group().lower():
+                return found.group()
+    if not seen:  # "mov" from "moved": the start of a member's word, not a word of its own
+        start = re.compile(rf"(?<![A-Za-z0-9]){re.escape(tag)}([A-Za-z]+)", re.IGNORECASE)
+        if any(m.group(1).lower() not in ("s", "es") for t in texts for m in start.finditer(t)):
+            return None
+    return tag
+
+
+def keyword_title(texts: Sequence[str], ranked: Sequence[tuple[str, int]],
+                  limit: int = 3) -> str:
+    """"Berlin · nursing · cats": the most common subject tags that are whole words; a third
+    only when more than one member carries it. ``texts``: the members' texts."""
+    words: list[str] = []
+    for tag, count in ranked:
+        if len(words) == limit or (len(words) >= 2 and count < 2):
+            break
+        word = title_word(tag, texts)
+        if word and norm_tag(word) not in {norm_tag(w) for w in words}:
+            words.append(word)
+    return TITLE_SEPARATOR.join(words)
+
+
+def title_tags(ranked: Sequence[tuple[str, int]], texts: Sequence[str]) -> list[str]:
+    """The ranked tags fit for a title (whole words), as the members spell them in their tags."""
+    return [tag for tag, _ in ranked if title_word(tag, texts)][:MAX_TAGS]
 
 
 def members_block(members: Sequence[MemberNote]) -> str:

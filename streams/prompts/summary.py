@@ -4,30 +4,32 @@
 ``topic`` over concept summaries) in, chat messages out, answers validated by
 ``SummaryResponse`` (``key``, ``value``, ``tags``, ``background``). The caller writes the
 node with that ``hierarchy_level`` and ``PARENT`` edges to the members. The ``rules``
-stand-in titles the cluster with its most common subject tags and lists the members' keys,
-in the language most members are written in.
+stand-in writes nothing of its own: it quotes the 1–3 most central members verbatim (whole
+sentences, each in its own language) under a title of whole-word subject tags.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from streams.llm.port import ChatMessage, Task
 from streams.prompts.members import (
-    MAX_TAGS,
     MemberNote,
+    central_statements,
     clean_tag_list,
     group_is_chinese,
-    joined,
-    listed_keys,
+    is_generic,
+    joined_statements,
+    keyword_title,
     members_block,
     one_line,
-    ranked_tags,
     subject_tags,
+    title_tags,
 )
 from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, language_rule
+from streams.prompts.textutil import tags_for
 
 Level = Literal["topic", "concept"]
 
@@ -39,6 +41,16 @@ class SummaryContext(BaseModel):
 
     members: list[MemberNote] = Field(min_length=1)
     level: Level = "concept"
+    # One score per member, higher is more central (cosine to the cluster's centroid), filled
+    # by the optimizer for the ``rules`` stand-in; the prompt does not show it.
+    centrality: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _one_score_per_member(self) -> SummaryContext:
+        if self.centrality is not None and len(self.centrality) != len(self.members):
+            raise ValueError(f"centrality has {len(self.centrality)} scores for "
+                             f"{len(self.members)} members")
+        return self
 
 
 class SummaryResponse(BaseModel):
@@ -112,28 +124,35 @@ def render(ctx: SummaryContext) -> list[ChatMessage]:
 
 
 def rules(ctx: SummaryContext) -> SummaryResponse:
-    """Key from the 2–3 most common subject tags, value listing the members' keys."""
-    zh = group_is_chinese(ctx.members)
+    """Extractive: the most central members verbatim, titled with whole-word subject tags."""
+    quoted = central_statements(ctx.members, ctx.centrality,
+                                first_sentence_only=ctx.level == "topic")
+    texts = [m.text for m in ctx.members]
     ranked = subject_tags(ctx.members)
-    # A third tag only when more than one member carries it.
-    title_tags = [t for i, (t, n) in enumerate(ranked[:3]) if i < 2 or n > 1]
-    if not title_tags:
-        title_tags = [t for t, _ in ranked_tags([m.tags for m in ctx.members])[:2]]
-    title = joined(title_tags, zh) or ctx.members[0].title
-    tags = [t for t, _ in ranked[:MAX_TAGS]] or title_tags
-    keys = listed_keys(ctx.members, zh)
+    tags = title_tags(ranked, texts)
+    title = keyword_title(texts, ranked) or _fallback_title(quoted[0], texts)
+    return SummaryResponse(
+        key=title, value=joined_statements(quoted), tags=tags,
+        background=_background(ctx, len(quoted)))
+
+
+def _fallback_title(lead: str, texts: list[str]) -> str:
+    """Every tag is generic: the lead statement's salient words, or the statement itself."""
+    words = [t for t in tags_for(lead, limit=6) if not is_generic(t)]
+    return keyword_title(texts, [(w, 2) for w in words]) or lead
+
+
+def _background(ctx: SummaryContext, quoted: int) -> str:
     count = len(ctx.members)
-    if zh:
-        value = f"关于{title}的记忆：{keys}"
+    if group_is_chinese(ctx.members):
         unit = "个概念" if ctx.level == "topic" else "条记忆"
-        background = f"汇总了{count}{unit}：{keys}"
+        return f"汇总了{count}{unit}（抽取式，无模型）：逐字引用最有代表性的{quoted}条。"
+    if ctx.level == "topic":
+        noun = "concept" if count == 1 else "concepts"
     else:
-        value = f"Memories about {title}: {keys}"
-        unit = ("concept" if ctx.level == "topic" else "memory") if count == 1 else (
-            "concepts" if ctx.level == "topic" else "memories"
-        )
-        background = f"Combines {count} {unit}: {keys}"
-    return SummaryResponse(key=title, value=value, tags=tags, background=background)
+        noun = "memory" if count == 1 else "memories"
+    which = "the most central one" if quoted == 1 else f"the {quoted} most central"
+    return f"Summary of {count} {noun} (extractive, no model): {which} quoted verbatim."
 
 
 CLUSTER_SUMMARY: Task[SummaryContext, SummaryResponse] = Task(

@@ -96,6 +96,18 @@ def language_labels(texts: Sequence[str]) -> list[str]:
     return ["zh" if is_mostly_chinese(text) else "en" for text in texts]
 
 
+def centroid_of(vectors: FloatArray) -> FloatArray:
+    """The unit mean of unit row vectors."""
+    mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    return np.asarray(mean / max(float(np.linalg.norm(mean)), 1e-12), dtype=np.float64)
+
+
+def centrality(vectors: FloatArray) -> list[float]:
+    """Each row's cosine to the rows' centroid (rows are unit vectors): how well it stands for
+    the whole group, so an extractive summary can quote the most central members."""
+    return [float(x) for x in np.asarray(vectors, dtype=np.float64) @ centroid_of(vectors)]
+
+
 def cluster(
     vectors: FloatArray,
     *,

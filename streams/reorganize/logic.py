@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from sinks.ports import Filter
 from streams.llm.port import LLMError
@@ -25,6 +27,7 @@ from streams.prompts.relations import (
     RelationNode,
     resolved_direction,
 )
+from streams.reorganize.clustering import centrality
 from streams.runtime import Deps, Outgoing
 from topics.events import MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id
@@ -37,6 +40,12 @@ EDGE_OF: dict[str, EdgeType] = {"CAUSE": "CAUSE", "CONDITION": "CONDITION",
                                 "RELATE": "RELATE_TO", "CONFLICT": "CONFLICT"}
 GENERIC_TAGS = frozenset({"preference", "plan", "habit", "user", "fact", "event", "偏好", "计划",
                           "习惯"})
+
+
+def written_by(deps: Deps) -> Literal["model", "rules"]:
+    """Who writes a derived node's text: the ``rules`` stand-in is no model, and the scheduler
+    keeps what it writes out of working memory."""
+    return "rules" if deps.llm.name == "rules" else "model"
 
 
 def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | None = None,
@@ -125,7 +134,7 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
         user_id=md.user_id, cube_id=md.cube_id, session_id=md.session_id,
         memory_type="LongTermMemory", type="reasoning", key=f"inferred: {target.metadata.key}",
         tags=tuple(dict.fromkeys((*source.metadata.tags, *md.tags))), source="retrieved",
-        background=f"inferred from {relation}: {reason}"[:500],
+        background=f"inferred from {relation}: {reason}"[:500], written_by=written_by(deps),
         confidence=min(source.metadata.confidence, md.confidence) * 0.8,
         created_at=max(source.metadata.updated_at, md.updated_at),
         updated_at=max(source.metadata.updated_at, md.updated_at)))
@@ -155,6 +164,15 @@ async def follows(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[
     return []
 
 
+async def _centrality(deps: Deps, cube: str, members: Sequence[MemoryItem]) -> list[float] | None:
+    """Each member's cosine to the group's centroid; None when a vector is missing."""
+    records = {r.id: r.vector for r in await deps.vectors.get(cube, [m.id for m in members])}
+    if any(m.id not in records for m in members):
+        return None
+    rows = np.asarray([records[m.id] for m in members], dtype=np.float64)
+    return centrality(rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12))
+
+
 async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[Outgoing]:
     """A concept node over a group sharing non-generic tags, when the judge finds it worth it."""
     tags = [t for t in node.metadata.tags if t.casefold() not in GENERIC_TAGS]
@@ -170,7 +188,8 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> lis
     if existing is None:
         try:
             answer = await deps.llm.run(AGGREGATE, AggregateContext(
-                members=[MemberNote.of(m) for m in members], shared_tags=shared or tags))
+                members=[MemberNote.of(m) for m in members], shared_tags=shared or tags,
+                centrality=await _centrality(deps, event.cube_id, members)))
         except LLMError as exc:
             log.warning("aggregation failed: %s", exc)
             return []
@@ -181,7 +200,7 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> lis
             user_id=md.user_id, cube_id=md.cube_id, memory_type=md.memory_type, type="topic",
             key=answer.key or ", ".join(shared), tags=tuple(answer.tags or shared),
             hierarchy_level="concept", background=answer.background, source="retrieved",
-            created_at=md.updated_at, updated_at=md.updated_at))
+            written_by=written_by(deps), created_at=md.updated_at, updated_at=md.updated_at))
         vector = (await deps.embedder.embed_passages([existing.memory]))[0].tolist()
         await deps.store.write([(existing, vector)])
         out = [update(event, deps, "added", node=existing, reason="aggregate concept")]

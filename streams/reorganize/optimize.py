@@ -20,7 +20,14 @@ import numpy as np
 from streams.llm.port import LLMError
 from streams.prompts.members import MemberNote
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
-from streams.reorganize.clustering import hierarchy, language_labels
+from streams.reorganize.clustering import (
+    FloatArray,
+    centrality,
+    centroid_of,
+    hierarchy,
+    language_labels,
+)
+from streams.reorganize.logic import written_by
 from streams.runtime import Deps, Outgoing
 from topics.events import MemoryUpdate
 from topics.ids import derived_event_id, stable_id
@@ -58,11 +65,12 @@ def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
 
 
 async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
-                   level: Literal["topic", "concept"]) -> MemoryItem | None:
+                   level: Literal["topic", "concept"], vectors: FloatArray) -> MemoryItem | None:
     node_id = stable_id("summary", scope[0], level, *sorted(m.id for m in members))
     if (existing := await deps.graph.get_node(scope[0], node_id)) is not None:
         return existing
-    ctx = SummaryContext(level=level, members=[MemberNote.of(m) for m in members])
+    ctx = SummaryContext(level=level, members=[MemberNote.of(m) for m in members],
+                         centrality=centrality(vectors))
     try:
         answer: SummaryResponse = await deps.llm.run(CLUSTER_SUMMARY, ctx)
     except LLMError as exc:
@@ -72,7 +80,8 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
     return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(
         user_id=scope[1], cube_id=scope[0], memory_type=scope[2], type="topic",
         key=answer.key, tags=tuple(answer.tags), hierarchy_level=level,
-        background=answer.background, source="retrieved", created_at=stamp, updated_at=stamp))
+        background=answer.background, source="retrieved", written_by=written_by(deps),
+        created_at=stamp, updated_at=stamp))
 
 
 async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
@@ -105,15 +114,19 @@ async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
                                    languages=language_labels([n.memory for n in rows]))
     out: list[Outgoing] = []
     concepts: list[MemoryItem | None] = []
+    # A concept stands in a topic by the centroid of its members.
+    centroids = [centroid_of(vectors[members]) for members in tree.concepts]
     for members in tree.concepts:
         children = [rows[i] for i in members]
-        concept = await _summary(deps, scope, children, "concept")
+        concept = await _summary(deps, scope, children, "concept", vectors[members])
         concepts.append(concept)
         if concept is not None:
             out += await _write_tree(deps, scope, concept, children)
     for group in tree.topics:
-        children = [c for c in (concepts[i] for i in group) if c is not None]
-        if len(children) >= 2 and (topic := await _summary(deps, scope, children, "topic")):
+        present = [i for i in group if concepts[i] is not None]
+        children = [c for c in (concepts[i] for i in present) if c is not None]
+        if len(children) >= 2 and (topic := await _summary(
+                deps, scope, children, "topic", np.stack([centroids[i] for i in present]))):
             out += await _write_tree(deps, scope, topic, children)
     log.info("optimized %s/%s: %d candidates, %d concepts, %d topics", cube, memory_type,
              len(rows), len(tree.concepts), len(tree.topics))

@@ -30,6 +30,7 @@ from streams.scheduler.state import CubeState, LastReplacement, QueryRecord
 from streams.scheduler.working_memory import (
     Entry,
     QueryVectors,
+    admissible,
     current_working_memory,
     entry_of_node,
     plan_working_memory,
@@ -138,7 +139,8 @@ def split_top_k(top_k: int, pieces: int) -> int:
 async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) -> list[Entry]:
     """Search LongTermMemory and UserMemory for each piece of evidence, concurrently.
 
-    Results keep the evidence order; within one piece, both types merged by score.
+    Results keep the evidence order; within one piece, both types merged by score. Summaries
+    the ``rules`` stand-in wrote are left out (``admissible``).
     """
     per = split_top_k(deps.settings.scheduler.top_k, len(evidence))
     requests = [SearchRequest(user_id=msg.user_id, cube_id=msg.cube_id, query=text, top_k=per,
@@ -149,7 +151,7 @@ async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) ->
     for i in range(0, len(results), len(SEARCH_TYPES)):
         hits = [hit for scored, _mode in results[i:i + len(SEARCH_TYPES)] for hit in scored]
         hits.sort(key=lambda hit: hit.score, reverse=True)
-        out.extend(entry_of_node(hit.item) for hit in hits)
+        out.extend(entry_of_node(hit.item) for hit in hits if admissible(hit.item))
     return out
 
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from streams.memory.logic import working_copy
 from streams.runtime import Deps, Outgoing, PermanentError, Record
+from streams.scheduler.working_memory import admissible
 from topics.events import (
     Event,
     MemoryUpdate,
@@ -40,11 +41,15 @@ class Applied:
     written: int = 0
     deleted: int = 0
     missing: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         text = f"{len(self.copy_ids)} items: {self.written} written, {self.deleted} removed"
-        return text + (f", {len(self.missing)} unknown or inactive ids skipped"
-                       if self.missing else "")
+        if self.missing:
+            text += f", {len(self.missing)} unknown or inactive ids skipped"
+        if self.refused:
+            text += f", {len(self.refused)} rules-mode summaries left out"
+        return text
 
 
 def stamp(at: datetime, position: int) -> datetime:
@@ -89,7 +94,9 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
     """Make the cube's WorkingMemory exactly ``refs`` (at most the capacity), in order."""
     capacity = deps.settings.memory.working_memory_capacity
     nodes = {n.id: n for n in await deps.graph.get_nodes(cube_id, list(dict.fromkeys(refs)))}
-    targets, missing = target_copies(refs, nodes, at, capacity)
+    # Summaries the rules stand-in wrote never enter working memory, whoever names them.
+    refused = [ref for ref in dict.fromkeys(refs) if ref in nodes and not admissible(nodes[ref])]
+    targets, missing = target_copies([r for r in refs if r not in refused], nodes, at, capacity)
     current = {c.id: c for c in await deps.graph.all_of_type(cube_id, "WorkingMemory",
                                                              status=None)}
     changed = [(t, vid) for t, vid in targets if current.get(t.id) != t]
@@ -109,8 +116,11 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
     if missing:
         log.warning("cube %s: working-memory ids unknown or inactive, skipped: %s", cube_id,
                     ", ".join(missing))
+    if refused:
+        log.info("cube %s: rules-mode summaries kept out of working memory: %s", cube_id,
+                 ", ".join(refused))
     return Applied(copy_ids=[t.id for t, _ in targets], written=len(changed),
-                   deleted=len(stale), missing=missing)
+                   deleted=len(stale), missing=missing, refused=refused)
 
 
 def announcement(cause: Event, applied: Applied, stage: str, occurred_at: datetime,

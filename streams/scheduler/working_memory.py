@@ -50,6 +50,13 @@ class Entry:
     vector_id: str
 
 
+def admissible(node: MemoryItem) -> bool:
+    """Whether a node may enter working memory: not a summary, concept or inference written
+    by the ``rules`` stand-in. Those quote their members (already candidates themselves) and
+    no model judged them; an agent reading working memory takes every item as meant."""
+    return not node.metadata.is_stand_in_summary
+
+
 def entry_of_copy(node: MemoryItem) -> Entry:
     return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id)
 
@@ -228,7 +235,7 @@ async def current_working_memory(
     sink is another agent, a batch behind — that replacement stands in, after whatever
     was added to working memory since it was made.
     """
-    copies = await deps.graph.all_of_type(cube_id, "WorkingMemory")
+    copies = [c for c in await deps.graph.all_of_type(cube_id, "WorkingMemory") if admissible(c)]
     graph = [entry_of_copy(c) for c in copies]
     if last is None or (now - last.at).total_seconds() > \
             deps.settings.scheduler.pending_replacement_s:

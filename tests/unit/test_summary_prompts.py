@@ -10,7 +10,14 @@ from streams.llm.rules import RulesLLM
 from streams.prompts.aggregate import AGGREGATE, AggregateContext, AggregateResponse
 from streams.prompts.aggregate import render as render_aggregate
 from streams.prompts.aggregate import rules as rules_aggregate
-from streams.prompts.members import MemberNote, is_generic, ranked_tags
+from streams.prompts.members import (
+    MemberNote,
+    is_generic,
+    ranked_tags,
+    sentences,
+    statement,
+    title_word,
+)
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from streams.prompts.summary import render as render_summary
 from streams.prompts.summary import rules as rules_summary
@@ -51,10 +58,10 @@ def test_generic_tags_are_kinds_of_memory_not_subjects() -> None:
 
 
 def test_member_from_a_stored_node() -> None:
-    item = MemoryItem(id="c1", memory="Memories about hiking: …", metadata=MemoryMetadata(
+    item = MemoryItem(id="c1", memory="The user hikes in the Alps.", metadata=MemoryMetadata(
         user_id="u", cube_id="u", memory_type="LongTermMemory", key="hiking",
         tags=("hiking", "alps"), hierarchy_level="concept"))
-    assert MemberNote.of(item) == m("Memories about hiking: …", "hiking", "hiking", "alps")
+    assert MemberNote.of(item) == m("The user hikes in the Alps.", "hiking", "hiking", "alps")
 
 
 def test_ranked_tags_count_each_member_once_case_insensitively() -> None:
@@ -65,30 +72,73 @@ def test_ranked_tags_count_each_member_once_case_insensitively() -> None:
 # --------------------------------------------------------------------------- cluster summary
 
 
-def test_summary_key_is_the_most_common_subject_tags() -> None:
+def quoted(value: str, members: list[MemberNote]) -> list[str]:
+    """The member texts a value consists of, in order; fails if anything else is in it."""
+    statements = [statement(mb.text) for mb in members]
+    found: list[str] = []
+    rest = value
+    while rest:
+        head = next((t for t in statements if rest.startswith(t)), None)
+        assert head is not None, f"not a verbatim member statement: {rest!r}"
+        found.append(head)
+        rest = rest[len(head):].lstrip(" ")
+    return found
+
+
+def test_summary_quotes_the_most_central_members_verbatim() -> None:
     answer = rules_summary(SummaryContext(members=HIKING, level="concept"))
     # "preference" is as common as "mountains" but says nothing about the subject.
-    assert answer.key == "hiking, mountains"
+    assert answer.key == "hiking · mountains"
     assert answer.tags[:2] == ["hiking", "mountains"] and "preference" not in answer.tags
-    assert answer.value.startswith("Memories about hiking, mountains: ")
-    for member in HIKING:
-        assert member.key in answer.value
-    assert answer.background.startswith("Combines 4 memories: ")
+    # about half the members: those sharing the most subject tags with the others (the
+    # first three tie; the hut-to-hut tour shares one), in their order
+    assert quoted(answer.value, HIKING) == [HIKING[0].text, HIKING[1].text]
+    assert answer.background == (
+        "Summary of 4 memories (extractive, no model): the 2 most central quoted verbatim.")
+
+
+def test_centrality_from_the_optimizer_decides_what_is_quoted() -> None:
+    answer = rules_summary(SummaryContext(members=HIKING, centrality=[0.1, 0.9, 0.2, 0.8]))
+    assert quoted(answer.value, HIKING) == [HIKING[1].text, HIKING[3].text]
+    with pytest.raises(ValidationError, match="centrality has 2 scores for 4 members"):
+        SummaryContext(members=HIKING, centrality=[0.1, 0.2])
 
 
 def test_chinese_cluster_gets_a_chinese_summary() -> None:
     answer = rules_summary(SummaryContext(members=ZH_COOKING, level="concept"))
     assert answer.key.startswith("做饭")
-    assert answer.value.startswith("关于做饭") and "周末包饺子" in answer.value
-    assert answer.background.startswith("汇总了4条记忆")
+    assert quoted(answer.value, ZH_COOKING)[0] == ZH_COOKING[0].text
+    assert "。用户" in answer.value  # Chinese sentences follow each other without a space
+    assert answer.background.startswith("汇总了4条记忆（抽取式，无模型）")
     assert "偏好" not in answer.tags
 
 
-def test_the_language_is_the_language_of_most_members() -> None:
-    mixed = ZH_COOKING[:3] + [m("The user bakes sourdough bread.", "sourdough", "baking")]
-    assert rules_summary(SummaryContext(members=mixed)).value.startswith("关于")
-    mostly_en = HIKING + ZH_COOKING[:1]
-    assert rules_summary(SummaryContext(members=mostly_en)).value.startswith("Memories about")
+def test_a_mixed_language_cluster_is_quoted_never_spliced() -> None:
+    members = [
+        m("lives Berlin works nurse", "lives Berlin works nurse", "berlin", "live"),
+        m("养了一只叫小白的猫它三岁", "养了一只叫小白的猫它三岁", "猫", "小白"),
+        m("The user lives in Berlin and works as a nurse.", "", "berlin", "nurse"),
+        m("用户的猫小白喜欢晒太阳。", "", "猫", "小白"),
+    ]
+    answer = rules_summary(SummaryContext(members=members, centrality=[0.5, 0.9, 0.8, 0.1]))
+    # each statement whole, in its own language, an end mark added where one was missing
+    assert quoted(answer.value, members) == [
+        "养了一只叫小白的猫它三岁。", "The user lives in Berlin and works as a nurse."]
+    assert answer.value == ("养了一只叫小白的猫它三岁。"
+                            "The user lives in Berlin and works as a nurse.")
+    assert "Memories about" not in answer.value and ";" not in answer.value
+    assert answer.key == "Berlin · 猫 · 小白"
+
+
+def test_title_words_are_whole_words_spelled_as_the_members_write_them() -> None:
+    members = [
+        m("The user moved to Berlin in 2023.", "", "berlin", "mov", "nursing"),
+        m("The user works night shifts in a Berlin hospital.", "", "berlin", "nursing"),
+        m("The user adopted two cats.", "", "cats", "berlin"),
+    ]
+    answer = rules_summary(SummaryContext(members=members))
+    assert answer.key == "Berlin · nursing"  # "cats" is on one member only
+    assert answer.tags == ["berlin", "nursing", "cats"]  # "mov" is a cut word
 
 
 def test_a_third_title_tag_needs_more_than_one_member() -> None:
@@ -98,35 +148,60 @@ def test_a_third_title_tag_needs_more_than_one_member() -> None:
           "fitness", "marathon"),
         m("The user bought running shoes.", "running shoes", "running", "gear", "marathon"),
     ]
-    assert rules_summary(SummaryContext(members=members)).key == "running, fitness, marathon"
-    assert rules_summary(SummaryContext(members=members[:2])).key == "running, fitness"
+    assert rules_summary(SummaryContext(members=members)).key == "running · fitness · marathon"
+    assert rules_summary(SummaryContext(members=members[:2])).key == "running · fitness"
 
 
 def test_untagged_members_are_titled_from_their_text() -> None:
     members = [m("The user adopted a cat named Miso."), m("Miso the cat sleeps on the sofa.")]
     answer = rules_summary(SummaryContext(members=members))
-    assert "miso" in answer.key.lower()
-    # Members without a key are listed by the first words of their text.
-    assert "The user adopted a cat named;" in answer.value
+    assert answer.key == "cat · Miso"
+    assert quoted(answer.value, members) == [members[0].text]
 
 
-def test_long_clusters_list_a_few_keys_and_count_the_rest() -> None:
+def test_long_members_are_quoted_by_their_first_whole_sentence() -> None:
+    long = ("The user met Dr. Smith at 3 p.m. about the knee. " + "She said a lot. " * 20).strip()
+    members = [m(long, "", "knee", "doctor"), m("The user's knee hurts after running.", "",
+                                                 "knee", "doctor")]
+    answer = rules_summary(SummaryContext(members=members, centrality=[0.9, 0.1]))
+    assert answer.value == "The user met Dr. Smith at 3 p.m. about the knee."
+
+
+def test_large_clusters_quote_at_most_three_members() -> None:
     members = [m(f"The user visited museum number {i} in Paris.", f"museum {i}", "museums",
                  "paris") for i in range(12)]
     answer = rules_summary(SummaryContext(members=members))
-    assert "museum 0" in answer.value and "museum 4" in answer.value
-    assert "museum 5;" not in answer.value and "and 7 more" in answer.value
-    assert answer.background.startswith("Combines 12 memories")
+    assert len(quoted(answer.value, members)) == 3
+    assert answer.background.startswith("Summary of 12 memories (extractive, no model)")
 
 
-def test_topic_level_counts_concepts() -> None:
-    concepts = [m("Memories about hiking, mountains: …", "hiking, mountains", "hiking"),
-                m("Memories about skiing: …", "skiing", "skiing", "winter")]
-    answer = rules_summary(SummaryContext(members=concepts, level="topic"))
-    assert answer.background.startswith("Combines 2 concepts")
-    zh = rules_summary(SummaryContext(members=[m("关于做饭的记忆：…", "做饭", "做饭")],
+def test_topic_level_quotes_the_lead_sentence_of_each_concept() -> None:
+    concepts = [m("The user hiked the Zugspitze. The user bought new boots.", "hiking", "hiking"),
+                m("The user skis in Austria every winter. The user owns two pairs of skis.",
+                  "skiing", "skiing", "winter"),
+                m("The user swims twice a week.", "swimming", "swimming")]
+    answer = rules_summary(SummaryContext(members=concepts, level="topic",
+                                          centrality=[0.9, 0.8, 0.1]))
+    assert answer.value == "The user hiked the Zugspitze. The user skis in Austria every winter."
+    assert answer.background == (
+        "Summary of 3 concepts (extractive, no model): the 2 most central quoted verbatim.")
+    zh = rules_summary(SummaryContext(members=[m("用户喜欢做饭。用户会包饺子。", "做饭", "做饭")],
                                       level="topic"))
-    assert zh.background.startswith("汇总了1个概念")
+    assert zh.value == "用户喜欢做饭。" and zh.background.startswith("汇总了1个概念")
+
+
+def test_sentences_are_never_cut_in_two() -> None:
+    assert sentences("The user met Dr. Smith at 3 p.m. today. Then she left! 用户喜欢猫。它三岁。"
+                     ) == ["The user met Dr. Smith at 3 p.m. today.", "Then she left!",
+                           "用户喜欢猫。", "它三岁。"]
+    assert sentences("J. R. R. Tolkien is the user's favourite author.") == [
+        "J. R. R. Tolkien is the user's favourite author."]
+    assert statement("lives Berlin works nurse;") == "lives Berlin works nurse."
+    assert title_word("mov", ["The user moved to Berlin."]) is None
+    assert title_word("mountain", ["The user likes mountains."]) == "mountain"
+    assert title_word("alps", ["The user likes mountains."]) == "alps"  # a label, as given
+    assert title_word("berlin", ["The user moved to Berlin."]) == "Berlin"
+    assert title_word("berlin,", ["x"]) is None and title_word("做饭，", ["x"]) is None
 
 
 def test_summary_response_validation() -> None:
@@ -156,7 +231,7 @@ def test_summary_prompt() -> None:
 
 async def test_summary_through_both_providers(scripted_openai: ScriptedOpenAI) -> None:
     ctx = SummaryContext(members=HIKING)
-    assert (await RulesLLM().run(CLUSTER_SUMMARY, ctx)).key == "hiking, mountains"
+    assert (await RulesLLM().run(CLUSTER_SUMMARY, ctx)).key == "hiking · mountains"
     scripted_openai.enqueue(Reply.json({
         "key": "Mountain hiking", "value": "The user is a keen mountain hiker.",
         "tags": ["hiking", "alps"], "background": "Combines 4 hiking memories.",
@@ -173,12 +248,18 @@ async def test_summary_through_both_providers(scripted_openai: ScriptedOpenAI) -
 def test_aggregate_three_members_sharing_two_subject_tags() -> None:
     answer = rules_aggregate(AggregateContext(members=HIKING, shared_tags=["hiking"]))
     assert answer.create
-    assert answer.key == "hiking, mountains"
-    assert answer.value.startswith("Concept: hiking, mountains — 3 memories: ")
-    # Only the three members that carry both tags are in the concept.
-    assert "Zugspitze hike" in answer.value and "hut-to-hut" not in answer.value
+    assert answer.key == "hiking · mountains"
+    # Only the three members that carry both tags are in the concept; two of them are quoted.
+    holders = HIKING[:3]
+    assert quoted(answer.value, holders) == [HIKING[0].text, HIKING[1].text]
     assert answer.tags == ["hiking", "mountains"]
-    assert "3 memories" in answer.background
+    assert answer.background == (
+        "Concept over 3 memories sharing the tags hiking, mountains (extractive, no model): "
+        "the 2 most central quoted verbatim.")
+    central = rules_aggregate(AggregateContext(members=HIKING, shared_tags=["hiking"],
+                                               centrality=[0.1, 0.2, 0.9, 1.0]))
+    # the hut-to-hut member is the most central but does not carry both tags
+    assert quoted(central.value, holders) == [HIKING[2].text, HIKING[1].text]
 
 
 @pytest.mark.parametrize(
@@ -207,9 +288,9 @@ def test_aggregate_in_chinese() -> None:
     assert not answer.create  # only two members carry both 做饭 and 饺子
     members.append(m("用户会包三种馅的饺子。", "三种馅饺子", "饺子", "做饭"))
     answer = rules_aggregate(AggregateContext(members=members, shared_tags=["做饭", "饺子"]))
-    assert answer.create and answer.key == "做饭、饺子"
-    assert answer.value.startswith("概念：做饭、饺子——3条记忆：")
-    assert answer.background.startswith("汇总了3条")
+    assert answer.create and answer.key == "做饭 · 饺子"
+    assert len(quoted(answer.value, members)) == 2
+    assert answer.background.startswith("汇总了3条共同带有标签做饭、饺子的记忆（抽取式，无模型）")
 
 
 def test_aggregate_response_validation() -> None:
@@ -236,4 +317,4 @@ def test_aggregate_prompt() -> None:
 
 async def test_aggregate_through_the_rules_provider() -> None:
     answer = await RulesLLM().run(AGGREGATE, AggregateContext(members=HIKING))
-    assert answer.create and answer.key == "hiking, mountains"
+    assert answer.create and answer.key == "hiking · mountains"
