@@ -1,0 +1,85 @@
+"""Distinct facts are never merged away — real broker and stores, ``add_memories``."""
+
+from __future__ import annotations
+
+import random
+
+from tests.fakes.openai_server import Reply
+from tests.support.pipeline import Pipeline
+from topics.models import MemoryItem
+
+NAMES = ["Anna Kowalski", "Anna Nowak", "Boris Petrov", "Carla Rossi", "David Chen",
+         "Elena Silva", "Farid Haddad", "Greta Berg", "Hugo Moreau", "Ines Costa"]
+CITIES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Vienna", "Prague", "Dublin"]
+JOBS = ["nurse", "teacher", "pilot", "carpenter", "lawyer", "dentist", "baker", "chef"]
+FOODS = ["sushi", "ramen", "paella", "tacos", "falafel", "risotto", "curry", "pho"]
+INSTRUMENTS = ["violin", "cello", "piano", "guitar", "flute", "trumpet", "drums", "harp"]
+
+
+def distinct_facts(seed: int = 3) -> list[str]:
+    """Four facts about each of ten people, from one template per attribute."""
+    rng = random.Random(seed)
+    facts = []
+    for name in NAMES:
+        facts += [f"{name} lives in {rng.choice(CITIES)}.",
+                  f"{name} works as a {rng.choice(JOBS)}.",
+                  f"{name}'s favourite food is {rng.choice(FOODS)}.",
+                  f"{name} plays the {rng.choice(INSTRUMENTS)} every weekend."]
+    rng.shuffle(facts)
+    return facts
+
+
+async def by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
+    out: dict[str, list[MemoryItem]] = {}
+    for node in await pipeline.deps.graph.all_of_type(cube, "LongTermMemory", status=None):
+        out.setdefault(node.metadata.status, []).append(node)
+    return out
+
+
+async def test_forty_distinct_facts_all_stay_activated_while_a_move_still_merges(
+    pipeline: Pipeline,
+) -> None:
+    facts = distinct_facts()
+    token = await pipeline.client.add_memories("df1", facts)
+    await pipeline.client.wait_applied(token, timeout=120)
+    nodes = await by_status(pipeline, "df1")
+    assert sorted(n.memory for n in nodes["activated"]) == sorted(facts)
+    assert "archived" not in nodes
+    # first person, as the rules extractor now stores it: a move is still one fact
+    token = await pipeline.client.add_memories("df1", ["I live in Berlin."])
+    await pipeline.client.wait_applied(token, timeout=60)
+    token = await pipeline.client.add_memories("df1", ["I moved to Munich."])
+    await pipeline.client.wait_applied(token, timeout=60)
+    nodes = await by_status(pipeline, "df1")
+    assert [n.memory for n in nodes["archived"]] == ["I live in Berlin."]
+    assert len(nodes["activated"]) == len(facts) + 1
+    # and a found fact is the right person's
+    hits = await pipeline.client.search("df1", "Where does Anna Nowak live?", top_k=10)
+    lives = next(f for f in facts if f.startswith("Anna Nowak lives"))
+    assert lives in {h.item.memory for h in hits}
+
+
+async def test_a_model_judge_that_calls_everything_a_contradiction_cannot_merge_two_people(
+    pipeline_with_llm: Pipeline,
+) -> None:
+    pipeline = pipeline_with_llm
+    server = pipeline.llm_server
+    server.route("Decide how the NEW memory relates",
+                 Reply.json({"relation": "contradictory", "reason": "different city"}),
+                 where="system")
+    server.handler = lambda request: Reply.json({"memory": "fused", "key": "", "tags": []})
+    for text in ("Anna lives in Paris.", "Boris lives in Rome.", "我住在北京。",
+                 "我妹妹住在北京。"):
+        token = await pipeline.client.add_memories("df2", [text])
+        await pipeline.client.wait_applied(token, timeout=60)
+    nodes = await by_status(pipeline, "df2")
+    assert sorted(n.memory for n in nodes["activated"]) == sorted(
+        ["Anna lives in Paris.", "Boris lives in Rome.", "我住在北京。", "我妹妹住在北京。"])
+    assert "archived" not in nodes
+    assert not [r for r in server.chat_requests
+                if "Decide how the NEW memory relates" in r["messages"][0]["content"]]
+    # the same judge still merges a pair about one person
+    token = await pipeline.client.add_memories("df2", ["Anna moved to Rome."])
+    await pipeline.client.wait_applied(token, timeout=60)
+    nodes = await by_status(pipeline, "df2")
+    assert [n.memory for n in nodes["archived"]] == ["Anna lives in Paris."]
