@@ -208,7 +208,8 @@ def register_stage(
     async def run(records: Sequence[Record[Any]]) -> list[Outgoing]:
         return await logic(records, deps)
 
-    handler = make_batch_handler(stage, spec, run, deps.settings.worker, deps.clock, stats)
+    handler = make_batch_handler(stage, spec, run, deps.settings.worker, deps.clock, stats,
+                                 deps.settings.limits)
     w = deps.settings.worker
     register_batch_agent(bound, spec, name, handler, stats, w.batch_size, w.batch_within_s)
     return stats

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from topics.events import DeadLetter, Event, Origin
+from topics.limits import check_content, check_raw
 from topics.registry import DEAD_LETTER, TopicSpec
-from topics.settings import Settings, WorkerSettings
+from topics.settings import LimitsSettings, Settings, WorkerSettings
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
@@ -32,6 +33,10 @@ log = logging.getLogger("memstream.streams")
 
 Clock = Callable[[], datetime]
 E = TypeVar("E", bound=BaseModel)
+
+
+# Original bytes a dead letter carries at most, by default: half the default event limit.
+DEFAULT_LETTER_PAYLOAD = LimitsSettings().event_bytes // 2
 
 
 class PermanentError(Exception):
@@ -98,9 +103,17 @@ def dead_letter(
     attempts: int,
     clock: Clock,
     event: BaseModel | None = None,
+    max_payload: int = DEFAULT_LETTER_PAYLOAD,
 ) -> Outgoing:
-    """A DeadLetter carrying the stage, the error text and the original payload."""
+    """A DeadLetter carrying the stage, the error text and the original payload.
+
+    A payload over ``max_payload`` bytes is cut (and the error says so): the letter itself
+    must fit under the broker's message limit, escaped JSON and all."""
     payload = raw.value or b""
+    cut = ""
+    if len(payload) > max_payload:
+        cut = f" [payload cut to its first {max_payload:,} of {len(payload):,} bytes]"
+        payload = payload[:max_payload]
     try:
         text, encoding = payload.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -108,7 +121,7 @@ def dead_letter(
     key_text = raw.key.decode("utf-8", errors="replace") if raw.key else None
     user_id = getattr(event, "user_id", None) or key_text or "unknown"
     cube_id = getattr(event, "cube_id", None) or key_text or "unknown"
-    message = str(error) if isinstance(error, ValidationError) else f"{error}"
+    message = (str(error) if isinstance(error, ValidationError) else f"{error}") + cut
     letter = DeadLetter(
         user_id=user_id,
         cube_id=cube_id,
@@ -127,21 +140,36 @@ def dead_letter(
     return Outgoing(DEAD_LETTER, letter, key=raw.key)
 
 
+def decode(spec: TopicSpec, raw: RawRecord, limits: LimitsSettings) -> BaseModel:
+    """One raw record as its event: size and nesting checked before parsing, content after.
+
+    Raises ``ValueError`` (``LimitExceeded`` for a limit), ``ValidationError``, or
+    ``RecursionError`` should a parser still recurse too deep."""
+    if raw.value is None:
+        raise ValueError("empty record value (tombstone) on a non-compacted topic")
+    check_raw(raw.value, limits)
+    value = spec.decode(raw.value)
+    check_content(value, limits)
+    return value
+
+
 def decode_batch(
-    stage: str, spec: TopicSpec, raws: Sequence[RawRecord], clock: Clock
+    stage: str, spec: TopicSpec, raws: Sequence[RawRecord], clock: Clock,
+    limits: LimitsSettings | None = None,
 ) -> tuple[list[Record[Any]], list[Outgoing]]:
-    """Split raw records into valid events and dead letters (bad JSON or schema)."""
+    """Split raw records into valid events and dead letters (bad JSON or schema, over a
+    limit): dead-lettered at once, since retrying cannot make them valid."""
+    limits = limits or LimitsSettings()
     good: list[Record[Any]] = []
     dead: list[Outgoing] = []
     for raw in raws:
         try:
-            if raw.value is None:
-                raise ValueError("empty record value (tombstone) on a non-compacted topic")
-            value = spec.decode(raw.value)
-        except (ValidationError, ValueError) as exc:
+            value = decode(spec, raw, limits)
+        except (ValidationError, ValueError, RecursionError) as exc:
             log.warning("%s: dead-lettering %s[%d]@%d: %s", stage, raw.topic, raw.partition,
                         raw.offset, exc)
-            dead.append(dead_letter(stage, raw, exc, attempts=1, clock=clock))
+            dead.append(dead_letter(stage, raw, exc, attempts=1, clock=clock,
+                                    max_payload=limits.event_bytes // 2))
             continue
         origin = Origin(topic=raw.topic, partition=raw.partition, offset=raw.offset)
         good.append(Record(value, origin, raw))
@@ -198,6 +226,7 @@ def make_batch_handler(
     worker: WorkerSettings,
     clock: Clock,
     stats: StageStats,
+    limits: LimitsSettings | None = None,
 ) -> Callable[[Sequence[RawRecord]], Awaitable[list[Outgoing]]]:
     """Decode, run ``logic`` per cube (cubes concurrently, each in log order), dead-letter failures.
 
@@ -232,7 +261,7 @@ def make_batch_handler(
         return out
 
     async def handle(raws: Sequence[RawRecord]) -> list[Outgoing]:
-        good, dead = decode_batch(stage, spec, raws, clock)
+        good, dead = decode_batch(stage, spec, raws, clock, limits)
         stats.dead_lettered += len(dead)
         results = await asyncio.gather(*(run_cube(rs) for rs in group_by_cube(good).values()))
         return dead + [o for result in results for o in result]

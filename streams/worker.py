@@ -66,7 +66,7 @@ class Worker:
         """Connect the stores and providers (without consuming anything)."""
         s = self.settings
         llm = self.llm or create_llm(s.llm)
-        embedder = self.embedder or create_embedder(s.embedder)
+        embedder = self.embedder or create_embedder(s.embedder, s.limits.embed_chars)
         graph = create_graph_store(s, self.graph_uri)
         await graph.ensure_schema()
         vectors = create_vector_store(s, embedder.dim)

@@ -40,6 +40,7 @@ from topics.events import (
     new_event_id,
 )
 from topics.kafka_compat import configure_fetch_pause, mark_latency_sensitive
+from topics.limits import LimitExceeded, check_content, check_encoded
 from topics.models import MemoryItem, MemoryType, SearchMemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
 from topics.registry import (
@@ -72,6 +73,8 @@ class MemoryServiceError(ClientError):
         self.type = type
         self.message = message
 
+
+__all__ = ["ClientError", "LimitExceeded", "MemoryClient", "MemoryServiceError"]
 
 SCHEDULE_TOPICS = {"query": SCHEDULE_QUERY, "answer": SCHEDULE_ANSWER, "add": SCHEDULE_ADD}
 
@@ -134,14 +137,18 @@ class MemoryClient:
     async def publish(
         self, spec: TopicSpec, event: BaseModel, key: bytes | None = None
     ) -> WriteToken:
-        """Publish one contract event; returns where it landed."""
+        """Publish one contract event; returns where it landed.
+
+        Raises ``LimitExceeded`` (a ``ValueError``) for an event over a size limit, before
+        anything reaches the broker."""
         if self._producer is None:
             raise ClientError("client not started: use `async with MemoryClient(...)`")
         if key is None and isinstance(event, Event):
             key = event.kafka_key
-        meta = await self._producer.send_and_wait(
-            spec.name(self.settings), spec.encode(event), key=key
-        )
+        check_content(event, self.settings.limits)
+        data = spec.encode(event)
+        check_encoded(data, self.settings.limits, type(event).__name__)
+        meta = await self._producer.send_and_wait(spec.name(self.settings), data, key=key)
         return WriteToken(topic=meta.topic, partition=meta.partition, offset=meta.offset)
 
     async def add_messages(
@@ -191,14 +198,17 @@ class MemoryClient:
         session_id: str | None = None,
     ) -> WriteToken:
         """Add memories directly (no extraction). Each is a text or ExtractedMemory fields."""
-        token: WriteToken | None = None
+        items = []
         for i, m in enumerate(memories):
             fields: dict[str, Any] = {"memory": m} if isinstance(m, str) else dict(m)
             fields.setdefault("sources", (SourceRef(kind="manual"),))
-            item = ExtractedMemory(
+            items.append(ExtractedMemory(
                 user_id=user_id, cube_id=cube_id or user_id, session_id=session_id,
                 index=i, count=len(memories), **fields,
-            )
+            ))
+            check_content(items[-1], self.settings.limits)  # all checked before any is sent
+        token: WriteToken | None = None
+        for item in items:
             token = await self.publish(MEMORY_ITEMS, item)
         if token is None:
             raise ClientError("add_memories needs at least one memory")
@@ -273,11 +283,30 @@ class MemoryClient:
 
     async def get_all(
         self, user_id: str, cube_id: str | None = None, memory_type: MemoryType | None = None,
-        include_inactive: bool = False, timeout: float = 30.0, limit: int = 1000,
+        include_inactive: bool = False, timeout: float = 30.0, limit: int | None = None,
     ) -> list[MemoryItem]:
+        """Every node of the cube (at most ``limit``), page by page; replies are bounded."""
+        nodes: list[MemoryItem] = []
+        offset: int | None = 0
+        while offset is not None and (limit is None or len(nodes) < limit):
+            want = 10_000 if limit is None else min(10_000, limit - len(nodes))
+            page = await self.get_all_page(user_id, cube_id, memory_type, include_inactive,
+                                           offset, want, timeout)
+            nodes += page.nodes
+            offset = page.next_offset if page.nodes else None
+        return nodes
+
+    async def get_all_page(
+        self, user_id: str, cube_id: str | None = None, memory_type: MemoryType | None = None,
+        include_inactive: bool = False, offset: int = 0, limit: int = 1000,
+        timeout: float = 30.0,
+    ) -> NodesResult:
+        """One page of ``get_all``: ``total``, and ``next_offset`` when more nodes follow."""
         req = GetAllRequest(user_id=user_id, cube_id=cube_id or user_id, memory_type=memory_type,
-                            include_inactive=include_inactive, limit=limit)
-        return await self._nodes(req, timeout)
+                            include_inactive=include_inactive, offset=offset, limit=limit)
+        result = (await self.request(req, timeout)).result
+        assert isinstance(result, NodesResult)  # noqa: S101
+        return result
 
     async def working_memory(
         self, user_id: str, cube_id: str | None = None, timeout: float = 30.0

@@ -365,6 +365,9 @@ class GetAllRequest(RequestBase):
     op: Literal["get_all"] = "get_all"
     memory_type: MemoryType | None = None
     include_inactive: bool = False
+    # One page: nodes from ``offset``, at most ``limit`` (the worker also caps a page at
+    # ``limits.page_nodes`` and at what fits in one reply).
+    offset: int = Field(default=0, ge=0)
     limit: int = Field(default=1000, ge=1, le=10000)
 
 
@@ -405,6 +408,10 @@ class NodesResult(BaseModel):
 
     kind: Literal["nodes"] = "nodes"
     nodes: tuple[MemoryItem, ...] = ()
+    # A get_all page: how many nodes match in all, whether more follow and from where.
+    total: int | None = None
+    truncated: bool = False
+    next_offset: int | None = None
 
 
 ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult, Field(discriminator="kind")]

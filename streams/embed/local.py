@@ -54,10 +54,14 @@ class LocalEmbedder:
 
     name = "local"
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, max_chars: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._batch_size = batch_size
+        # The engine reads a long text whole, 512 tokens per window, and averages the
+        # windows: a 200 KB text took minutes. Past a few windows the average barely moves,
+        # so texts are cut to ``max_chars`` (None: whole).
+        self._max_chars = max_chars
 
     @property
     def dim(self) -> int:
@@ -77,9 +81,9 @@ class LocalEmbedder:
             raise TypeError("pass a sequence of texts, not a single string")
         if not texts:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        loop, parts = asyncio.get_running_loop(), []
+        loop, parts, cut = asyncio.get_running_loop(), [], self._max_chars
         for start in range(0, len(texts), self._batch_size):
-            batch = list(texts[start : start + self._batch_size])
+            batch = [t if cut is None else t[:cut] for t in texts[start : start + self._batch_size]]
             pool = _QUERY_POOL if is_query else None  # None: the loop's default executor
             parts.append(await loop.run_in_executor(pool, _encode, batch, is_query))
         return np.vstack(parts)

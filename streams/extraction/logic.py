@@ -77,7 +77,8 @@ async def _extract_chat(
             return default_refs
         return tuple(SourceRef(kind="message", message_id=i, role=roles[i]) for i in known)
 
-    items = _to_items(chunk, origin, answer, source_key, "conversation", refs_for)
+    items = _to_items(chunk, origin, answer, source_key, "conversation", refs_for,
+                      deps.settings.limits.memory_chars)
     if not deps.settings.memory.episodes:
         return items
     episode = _episode(chunk, origin, source_key)
@@ -157,7 +158,7 @@ async def _extract_doc(
             return (r,)
 
         items.extend(_to_items(chunk, origin, answer, f"doc:{doc.doc_id}:{piece.index}", "file",
-                               chunk_ref))
+                               chunk_ref, deps.settings.limits.memory_chars))
     # Re-number across pieces so index/count describe the whole document.
     return [i.model_copy(update={"index": n, "count": len(items)}) for n, i in enumerate(items)]
 
@@ -169,11 +170,13 @@ def _to_items(
     source_key: str,
     source: str,
     refs_for: Callable[[Sequence[str]], tuple[SourceRef, ...]],
+    max_chars: int,
 ) -> list[ExtractedMemory]:
     items: list[ExtractedMemory] = []
     seen: set[str] = set()
     for extracted in answer.memories:
-        text = extracted.value.strip()
+        # cut to the memory limit: the add stage refuses longer memories
+        text = extracted.value.strip()[:max_chars].strip()
         if not text or text in seen:
             continue
         seen.add(text)

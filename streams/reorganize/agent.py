@@ -46,7 +46,8 @@ class Processor:
         self._deferred: set[int] = set()  # lower-priority batches already made to wait once
         self._task: asyncio.Task[None] | None = None
         self._handle = make_batch_handler(STAGE, REORGANIZE_HIGH, self.logic,
-                                          deps.settings.worker, deps.clock, stats)
+                                          deps.settings.worker, deps.clock, stats,
+                                          deps.settings.limits)
 
     async def submit(self, priority: int, raws: Sequence[RawRecord]) -> list[Outgoing]:
         if self._task is None or self._task.done():

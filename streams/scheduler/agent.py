@@ -120,8 +120,8 @@ def register(bound: BoundTopics, deps: Deps) -> dict[str, StageStats]:
         return await apply_replacements(records, deps)
 
     register_batch_agent(bound, WORKING_MEMORY, "working-memory-sink", make_batch_handler(
-        SINK_STAGE, WORKING_MEMORY, apply, w, deps.clock, sink), sink, w.batch_size,
-        min(w.batch_within_s, LATENCY_WINDOW_S))
+        SINK_STAGE, WORKING_MEMORY, apply, w, deps.clock, sink, deps.settings.limits), sink,
+        w.batch_size, min(w.batch_within_s, LATENCY_WINDOW_S))
     register_activation_timer(bound, deps, states)
     return {STAGE: stats, SINK_STAGE: sink}
 
@@ -163,7 +163,8 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
 
     async def dispatch(raws: Sequence[RawRecord]) -> list[Outgoing]:
         # the three schedule topics carry the same model: one spec decodes them all
-        good, dead = decode_batch(STAGE, SCHEDULE_QUERY, raws, deps.clock)
+        good, dead = decode_batch(STAGE, SCHEDULE_QUERY, raws, deps.clock,
+                                  deps.settings.limits)
         stats.dead_lettered += len(dead)
         results = await asyncio.gather(*(run_group(g) for g in by_user_cube(good).values()))
         return dead + [o for result in results for o in result]

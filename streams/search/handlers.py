@@ -1,8 +1,11 @@
 """Answer one request: validate, dispatch by ``op``, and build the reply.
 
-Invalid requests and unknown cubes get error replies (never a timeout) whenever the
-payload names where to reply; only a payload with no usable reply address becomes a
-dead letter. Usage is recorded by the agent after the reply is sent.
+Invalid requests, requests over a size limit and unknown cubes get error replies (never
+a timeout) whenever the payload names where to reply; only a payload with no usable reply
+address (or nested too deep to parse safely) becomes a dead letter. No reply exceeds
+``limits.event_bytes``: a get_all page carries fewer nodes and says so, any other reply
+that would is replaced by an error naming the limit. Usage is recorded by the agent after
+the reply is sent.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ from topics.events import (
     WorkingMemoryRequest,
     WriteToken,
 )
+from topics.limits import LimitExceeded, check_content, check_depth, check_raw
 from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
 from topics.registry import REPLIES, REQUESTS
+from topics.settings import LimitsSettings
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"
@@ -135,38 +140,92 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             nodes: list[MemoryItem] = []
             for memory_type in types:
                 nodes += await deps.graph.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
-            return NodesResult(nodes=tuple(nodes[: req.limit])), []
+            end = min(len(nodes), req.offset + min(req.limit, deps.settings.limits.page_nodes))
+            more = end < len(nodes)
+            return NodesResult(nodes=tuple(nodes[req.offset:end]), total=len(nodes),
+                               truncated=more, next_offset=end if more else None), []
         case WorkingMemoryRequest():
             items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
             return NodesResult(nodes=tuple(items)), []
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
+def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
+    """The reply as it may be sent: at most ``limits.event_bytes`` encoded."""
+    size = len(REPLIES.encode(reply))
+    if size <= limits.event_bytes:
+        return reply
+    result = reply.result
+    if isinstance(result, NodesResult) and result.total is not None and result.nodes:
+        empty = reply.model_copy(update={"result": result.model_copy(update={"nodes": ()})})
+        budget = limits.event_bytes - len(REPLIES.encode(empty)) - 64  # page fields' digits
+        keep, used = 0, 0
+        for node in result.nodes:
+            used += len(node.model_dump_json().encode()) + 1
+            if used > budget:
+                break
+            keep += 1
+        if keep:
+            end = (result.next_offset or result.total) - (len(result.nodes) - keep)
+            page = result.model_copy(update={"nodes": result.nodes[:keep], "truncated": True,
+                                             "next_offset": end})
+            return reply.model_copy(update={"result": page})
+    error = LimitExceeded("encoded reply", size, limits.event_bytes, "event_bytes", "bytes")
+    log.warning("request %s: %s", reply.correlation_id, error)
+    return reply.model_copy(update={"ok": False, "result": None, "error": ErrorInfo(
+        type=type(error).__name__, message=str(error))})
+
+
+def _letter(raw: RawRecord, exc: BaseException, deps: Deps) -> Outgoing:
+    return dead_letter(STAGE, raw, exc, 1, deps.clock,
+                        max_payload=deps.settings.limits.event_bytes // 2)
+
+
+def _refused(raw: RawRecord, deps: Deps, exc: BaseException) -> Answer:
+    """An invalid or oversized request: an error reply if it names where, and a dead letter."""
+    try:
+        address = _reply_address(raw.value)
+    except RecursionError:  # a depth-checked payload never gets here; never crash the lane
+        address = None
+    if address is None:
+        log.warning("dead-lettering request %s[%d]@%d: %s", raw.topic, raw.partition,
+                    raw.offset, exc)
+        return Answer([_letter(raw, exc, deps)])
+    log.info("refused request %s: %s", address["correlation_id"], exc)
+    return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
+                   _letter(raw, exc, deps)])
+
+
 async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     """The reply (or dead letter) for one raw request record."""
+    limits = deps.settings.limits
+    value = raw.value or b""
     try:
-        req = REQUESTS.decode(raw.value or b"")
-    except ValidationError as exc:
-        address = _reply_address(raw.value)
-        if address is None:
-            return Answer([dead_letter(STAGE, raw, exc, 1, deps.clock)])
-        log.info("invalid request %s: %s", address["correlation_id"], exc.error_count())
-        return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
-                       dead_letter(STAGE, raw, exc, 1, deps.clock)])
+        check_depth(value, limits, "request")  # before anything parses it
+    except LimitExceeded as exc:  # too deep to read a reply address from: dead letter
+        log.warning("dead-lettering request %s[%d]@%d: %s", raw.topic, raw.partition,
+                    raw.offset, exc)
+        return Answer([_letter(raw, exc, deps)])
+    try:
+        check_raw(value, limits, "request")
+        req = REQUESTS.decode(value)
+    except (ValidationError, LimitExceeded, RecursionError) as exc:
+        return _refused(raw, deps, exc)
     assert isinstance(req, RequestBase)  # noqa: S101
     address = {"user_id": req.user_id, "cube_id": req.cube_id,
                "correlation_id": req.correlation_id, "reply_to": req.reply_to,
                "reply_partition": req.reply_partition, "requester": req.requester}
     try:
+        check_content(req, limits)
         result, used = await _dispatch(req, deps, wait)
     except (UnknownCube, ValueError, TimeoutError) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
         log.exception("request %s failed", req.correlation_id)
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
-    reply = Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
-                  correlation_id=req.correlation_id, ok=True, result=result)
-    return Answer([reply_outgoing(deps, address, reply)], used, req)
+    reply = _bounded(Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
+                           correlation_id=req.correlation_id, ok=True, result=result), limits)
+    return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], req)
 
 
 async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]) -> None:
