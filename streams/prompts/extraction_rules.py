@@ -353,6 +353,7 @@ def _sentence_groups(paragraph: str, limit: int) -> list[str]:
 
 
 def _summary(values: list[str], limit: int = 400) -> str:
+    """Whole memories joined in order while they fit: extractive, never rewritten."""
     out = ""
     for value in values:
         cjk = out.endswith(("。", "！", "？", "…")) and script_of(value) in _CJK_SCRIPTS
@@ -360,4 +361,7 @@ def _summary(values: list[str], limit: int = 400) -> str:
         if len(out) + len(joiner) + len(value) > limit:
             break
         out = f"{out}{joiner}{value}"
-    return out or (values[0][:limit] if values else "")
+    if out or not values:
+        return out
+    head = values[0][:limit]  # one long value: cut at a word break, not inside a word
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"

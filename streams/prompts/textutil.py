@@ -55,7 +55,7 @@ EN_STOPWORDS = frozenset(
     asked since longer anymore already yet though although however whether unless until till
     lately recently soon now ever else almost enough around across along toward towards upon
     within without via per among onto away back together instead rather etc gonna wanna gotta
-    hi hello hey thanks thank please sure alright cool wow hmm lol haha also too might may must
+    hi hello hey thanks thank please sure alright cool wow hmm lol haha also too might must
     shall can't won't isn't aren't wasn't weren't hasn't haven't hadn't doesn't don't didn't
     theirs whose whoever whatever whenever wherever someone somebody anyone anybody everyone
     everybody nothing everything everywhere somewhere anywhere nowhere these those such

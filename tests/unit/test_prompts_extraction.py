@@ -170,3 +170,25 @@ def test_task_wiring() -> None:
     assert EXTRACTION.name == "extraction"
     assert EXTRACTION.response is ExtractionResponse
     assert EXTRACTION.render is render
+
+
+def test_the_rules_stand_in_keeps_the_users_words_with_dates_added() -> None:
+    # The prompt asks a model for third person; the stand-in never rewrites grammar.
+    ctx = chat_ctx(
+        ("user", "I start my new job next Monday."),
+        ("assistant", "Congratulations! You could prepare a short intro."),
+    )
+    answer = EXTRACTION.rules(ctx)
+    assert [m.value for m in answer.memories] == ["I start my new job next Monday [2025-03-17]."]
+    assert answer.memories[0].memory_time == "2025-03-17"
+    assert answer.memories[0].source_message_ids == ["msg-0"]
+    assert answer.summary == "I start my new job next Monday [2025-03-17]."
+
+
+def test_a_message_may_name_its_speaker() -> None:
+    named = ExtractionMessage(id="m", role="assistant", content="I painted a sunrise.",
+                              timestamp=NOW, name="Melanie")
+    assert named.name == "Melanie"
+    assert ExtractionMessage(id="m", role="user", content="hi", timestamp=NOW).name is None
+    ctx = ExtractionContext(user_id="u1", now=NOW, messages=[named])
+    assert [m.value for m in EXTRACTION.rules(ctx).memories] == ["Melanie: I painted a sunrise."]
