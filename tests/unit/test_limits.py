@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from streams.runtime import RawRecord, decode_batch, dead_letter
+from streams.runtime import RawRecord, dead_letter, decode_batch
 from topics.events import ConversationChunk, ExtractedMemory, SearchRequest
 from topics.limits import LimitExceeded, check_content, check_raw, json_depth
 from topics.models import utcnow
