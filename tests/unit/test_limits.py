@@ -60,3 +60,30 @@ def test_dead_letter_keeps_a_small_payload_whole() -> None:
     raw = RawRecord("t", 0, 0, None, b"not json")
     letter = dead_letter("s", raw, ValueError("bad"), 1, utcnow).event
     assert letter.payload == "not json" and letter.error == "bad"  # type: ignore[attr-defined]
+
+
+def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
+    from streams.search.handlers import _bounded
+    from topics.events import Reply, ScoredMemory, SearchResult
+    from topics.models import MemoryItem, MemoryMetadata
+
+    item = MemoryItem(id="n1", memory="m" * 3_000, metadata=MemoryMetadata(
+        user_id="u", cube_id="u", memory_type="LongTermMemory"))  # type: ignore[call-arg]
+    result = SearchResult(memories=tuple(ScoredMemory(item=item, score=1.0) for _ in range(3)))
+    reply = Reply(user_id="u", correlation_id="c", ok=True, result=result)  # type: ignore[call-arg]
+    small = LimitsSettings(event_bytes=5_000)
+    bounded = _bounded(reply, small)
+    assert not bounded.ok and bounded.result is None and bounded.error is not None
+    assert "the limit is 5,000 (MEMSTREAM_LIMITS__EVENT_BYTES)" in bounded.error.message
+    assert _bounded(reply, LIMITS) is reply
+
+
+async def test_the_local_embedder_reads_a_long_text_in_bounded_time() -> None:
+    from streams.embed.local import LocalEmbedder
+
+    text = "The user walked to the market and bought apples and pears. " * 3_400  # 200 KB
+    started = time.perf_counter()
+    vectors = await LocalEmbedder(max_chars=LIMITS.embed_chars).embed_passages([text])
+    elapsed = time.perf_counter() - started
+    print(f"\n200 KB text embedded in {elapsed:.2f}s (cut to {LIMITS.embed_chars:,} chars)")
+    assert vectors.shape == (1, 384) and elapsed < 30
