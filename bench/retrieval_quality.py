@@ -177,7 +177,12 @@ async def main() -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--chunk", type=int, default=5, help="turns per published chunk")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N")
-    parser.add_argument("--keep", type=Path, help="data dir to use and keep (default: temp)")
+    parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
+                        help="also run the questions with these search settings changed "
+                        "(e.g. episode_weight=1.0 or keyword_weight=0), same ingestion")
+    parser.add_argument("--keep", type=Path,
+                        help="data dir to use and keep (default: temp); when it already holds "
+                        "this ingestion, only the searches run again")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not args.path.is_file():
@@ -192,31 +197,53 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memstream-rq-") as tmp:
         data = args.keep or Path(tmp)
         settings = Settings(data_dir=data, kafka={"partitions": 4})
+        marker = data / "retrieval-quality.json"
+        done = {"path": str(args.path.resolve()), "chunk": args.chunk,
+                "conversations": args.conversations}
         async with EmbeddedStack(settings) as stack, \
-                Worker(settings, stack.bootstrap, stack.graph_uri), \
+                Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                 MemoryClient(settings, stack.bootstrap) as client:
-            t0 = time.perf_counter()
-            chunks = await ingest(client, convs, args.chunk)
-            ingest_s = time.perf_counter() - t0
+            if marker.is_file() and json.loads(marker.read_text())["done"] == done:
+                ingest_s, chunks = (json.loads(marker.read_text())[k] for k in ("s", "chunks"))
+                print(f"reusing the ingestion in {data}")
+            else:
+                t0 = time.perf_counter()
+                chunks = await ingest(client, convs, args.chunk)
+                ingest_s = time.perf_counter() - t0
+                marker.write_text(json.dumps({"done": done, "s": ingest_s, "chunks": chunks}))
             print(f"ingested {chunks} chunks ({2 * n_turns} turn copies) in {ingest_s:.0f}s "
                   f"({2 * n_turns / ingest_s:.1f} turns/s)", flush=True)
-            counts = []
-            for conv in convs:
-                for s in conv.speakers:
-                    nodes = await client.get_all(cube_of(conv, s), limit=10000)
-                    counts.append(len([n for n in nodes
-                                       if n.metadata.memory_type != "WorkingMemory"]))
-            print(f"memories per cube (episodes included): {counts}", flush=True)
+            assert worker.deps is not None
+            counts = [await worker.deps.graph.count_by_type(cube_of(conv, s))
+                      for conv in convs for s in conv.speakers]
+            print("activated memories per cube (long-term / user / episodes): " + ", ".join(
+                f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
+                f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
             t0 = time.perf_counter()
             ours: dict[tuple[str, str], list[set[str]]] = {}
             for conv in convs:
                 for q in conv.questions:
                     ours[(conv.name, q.text)] = await memstream_hits(client, conv, q, max(ks))
             search_s = time.perf_counter() - t0
+            variants: dict[str, dict[tuple[str, str], list[set[str]]]] = {}
+            default_search = worker.deps.settings.search
+            for variant in args.variant:
+                changes = dict(kv.split("=", 1) for kv in variant.split(","))
+                changed = default_search.model_validate({**default_search.model_dump(),
+                                                         **changes})
+                worker.deps.settings = worker.deps.settings.model_copy(
+                    update={"search": changed})
+                variants[variant] = {(c.name, q.text): await memstream_hits(client, c, q, max(ks))
+                                     for c in convs for q in c.questions}
+            worker.deps.settings = worker.deps.settings.model_copy(
+                update={"search": default_search})
     dense = await dense_hits(LocalEmbedder(), convs, max(ks))
 
     rows: dict[str, dict[int, list[float]]] = {"dense over raw turns (baseline)": {},
                                                 "memstream fast search": {}}
+    for variant, hits in variants.items():
+        rows[f"  variant {variant}"] = {k: [recall_at(hits[(c.name, q.text)], q.evidence, k)
+                                           for c in convs for q in c.questions] for k in ks}
     per_cat: dict[str, dict[int, list[float]]] = {"dense": defaultdict(list),
                                                   "memstream": defaultdict(list)}
     for label, hits, cat_label in (("dense over raw turns (baseline)", dense, "dense"),

@@ -157,6 +157,8 @@ class SearchSettings(BaseModel):
     keyword_weight: float = Field(default=1.0, ge=0)
     key_weight: float = Field(default=1.0, ge=0)
     tag_weight: float = Field(default=0.5, ge=0)
+    # An episode holds a whole chunk of turns; at equal rank the statement itself reads better.
+    episode_weight: float = Field(default=0.9, ge=0)
     keyword_recall: bool = True  # off: vector, key and tag recall only
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each

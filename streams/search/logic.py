@@ -227,10 +227,15 @@ async def rerank(
     lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
     fused = fuse(deps, lists)
     scored = []
+    episode_weight = deps.settings.search.episode_weight
     for node_id in ids:
         item = candidates.items.get(node_id)
-        level = item.metadata.hierarchy_level if item else records[node_id].hierarchy_level
-        scored.append((node_id, fused.get(node_id, 0.0) * level_weight(deps, level)))
+        record = records[node_id]
+        level = item.metadata.hierarchy_level if item else record.hierarchy_level
+        weight = level_weight(deps, level)
+        if record.memory_type == "EpisodicMemory":
+            weight *= episode_weight
+        scored.append((node_id, fused.get(node_id, 0.0) * weight))
     scored.sort(key=lambda s: (-s[1], -cosines[s[0]], s[0]))
     return scored
 

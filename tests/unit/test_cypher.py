@@ -78,11 +78,16 @@ def test_string_ranges_avoid_falkordb_index_but_numbers_do_not() -> None:
 
 def test_neo4j_ddl_is_idempotent_and_named() -> None:
     for key, statement in cypher.NEO4J.schema:
-        assert statement.startswith(("CREATE CONSTRAINT ", "CREATE INDEX "))
+        assert statement.startswith(("CREATE CONSTRAINT ", "CREATE INDEX ",
+                                     "CREATE FULLTEXT INDEX "))
         assert f" {key} IF NOT EXISTS FOR (n:Memory) " in statement
     assert cypher.NEO4J.indexed_properties is None
+    assert "memory_search_text" in cypher.NEO4J.fulltext_call
     for key, statement in cypher.FALKORDB.schema:
-        assert statement == f"CREATE INDEX FOR (n:Memory) ON (n.{key})"
+        if key == cypher.SEARCH_TEXT:  # the full-text index, by procedure
+            assert statement == "CALL db.idx.fulltext.createNodeIndex('Memory', 'search_text')"
+        else:
+            assert statement == f"CREATE INDEX FOR (n:Memory) ON (n.{key})"
     assert cypher.FALKORDB.indexed_properties is not None
 
 
