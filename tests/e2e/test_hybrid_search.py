@@ -23,9 +23,18 @@ def chat(*turns: tuple[str, str | None, str]) -> list[dict[str, object]]:
             for i, (role, name, content) in enumerate(turns)]
 
 
+@pytest_asyncio.fixture
+async def hybrid(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
+    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
+                                 search={"keyword_recall": True})
+    async for p in run_pipeline(settings):
+        yield p
+
+
 async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
-    pipeline: Pipeline,
+    hybrid: Pipeline,
 ) -> None:
+    pipeline = hybrid
     client = pipeline.client
     token = await client.add_messages("eve", chat(
         ("user", "Eve", "I adopted a greyhound called Biscuit last week."),
@@ -74,7 +83,7 @@ async def keyword_only(tmp_path: Path, kafka_broker: str,
                        falkordb_uri: str) -> AsyncIterator[Pipeline]:
     """A pipeline whose ranking is the keyword recall alone (vector weight 0)."""
     settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
-                                 search={"vector_weight": 0.0})
+                                 search={"vector_weight": 0.0, "keyword_recall": True})
     async for p in run_pipeline(settings):
         yield p
 
