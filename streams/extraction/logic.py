@@ -86,6 +86,14 @@ async def _extract_chat(
     return [episode, *(i.model_copy(update={"sources": (*i.sources, link)}) for i in items)]
 
 
+def _origin_ref(origin: Origin | None) -> tuple[SourceRef, ...]:
+    """The chunk's position in the log, as a source reference (none without one)."""
+    if origin is None:
+        return ()
+    return (SourceRef(kind="message", topic=origin.topic, partition=origin.partition,
+                      offset=origin.offset),)
+
+
 def speaker_of(message: Message) -> str:
     """Who said it: the message's name, else its role."""
     return (message.name or "").strip() or message.role.capitalize()
@@ -102,8 +110,7 @@ def _episode(chunk: ConversationChunk, origin: Origin | None, source_key: str) -
     """The chunk kept whole as one episodic memory (MemOS's fast add, Graphiti's episodes):
     searchable by its own words, linked to what was extracted from it."""
     node_id = episode_id(chunk.cube_id, source_key)
-    origin_ref = (SourceRef(kind="message", topic=origin.topic, partition=origin.partition,
-                            offset=origin.offset),) if origin is not None else ()
+    origin_ref = _origin_ref(origin)
     first = chunk.messages[0].timestamp
     speakers = list(dict.fromkeys(speaker_of(m) for m in chunk.messages))
     return ExtractedMemory(
@@ -182,8 +189,7 @@ def _to_items(
         seen.add(text)
         index = len(items)
         node_id = memory_id(chunk.cube_id, source_key, index)
-        origin_ref = (SourceRef(kind="message", topic=origin.topic, partition=origin.partition,
-                                offset=origin.offset),) if origin is not None else ()
+        origin_ref = _origin_ref(origin)
         refs = refs_for(extracted.source_message_ids)
         items.append(ExtractedMemory(
             event_id=derived_event_id("extracted", node_id),

@@ -23,11 +23,17 @@ def chat(*turns: tuple[str, str | None, str]) -> list[dict[str, object]]:
             for i, (role, name, content) in enumerate(turns)]
 
 
+async def pipeline_with(tmp_path: Path, kafka_broker: str, falkordb_uri: str,
+                        **search: object) -> AsyncIterator[Pipeline]:
+    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri, search=search)
+    async for p in run_pipeline(settings):
+        yield p
+
+
 @pytest_asyncio.fixture
 async def hybrid(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
-                                 search={"keyword_recall": True})
-    async for p in run_pipeline(settings):
+    """The pipeline with keyword recall on."""
+    async for p in pipeline_with(tmp_path, kafka_broker, falkordb_uri, keyword_recall=True):
         yield p
 
 
@@ -82,9 +88,8 @@ async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
 async def keyword_only(tmp_path: Path, kafka_broker: str,
                        falkordb_uri: str) -> AsyncIterator[Pipeline]:
     """A pipeline whose ranking is the keyword recall alone (vector weight 0)."""
-    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
-                                 search={"vector_weight": 0.0, "keyword_recall": True})
-    async for p in run_pipeline(settings):
+    async for p in pipeline_with(tmp_path, kafka_broker, falkordb_uri,
+                                 keyword_recall=True, vector_weight=0.0):
         yield p
 
 
