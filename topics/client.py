@@ -88,6 +88,7 @@ class MemoryClient:
         self._producer: AIOKafkaProducer | None = None
         self._progress: Progress | None = None
         self._replies: ReplyListener | None = None
+        self._replies_lock = asyncio.Lock()  # concurrent first requests start one listener
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
 
     @property
@@ -216,16 +217,23 @@ class MemoryClient:
 
     # ------------------------------------------------------------------ queries
 
+    async def _reply_listener(self) -> ReplyListener:
+        """The started reply listener; only published once its partition is chosen and read."""
+        async with self._replies_lock:
+            if self._replies is None:
+                listener = ReplyListener(self.settings, self.bootstrap)
+                await listener.start()
+                self._replies = listener
+            return self._replies
+
     async def request(self, request: RequestBase, timeout: float = 30.0) -> Reply:
         """Send any request and wait for its reply (raises ``MemoryServiceError`` on an error)."""
-        if self._replies is None:
-            self._replies = ReplyListener(self.settings, self.bootstrap)
-            await self._replies.start()
+        replies = await self._reply_listener()
         request = request.model_copy(update={
-            "reply_to": self._replies.topic, "reply_partition": self._replies.partition,
+            "reply_to": replies.topic, "reply_partition": replies.partition,
             "requester": self.client_id,
         })
-        future = self._replies.expect(request.correlation_id)
+        future = replies.expect(request.correlation_id)
         try:
             await self.publish(REQUESTS, request)
             reply = await asyncio.wait_for(future, timeout)
@@ -233,7 +241,7 @@ class MemoryClient:
             raise ClientError(f"no reply to {type(request).__name__} within {timeout}s; "
                               "is a worker running?") from exc
         finally:
-            self._replies.forget(request.correlation_id)
+            replies.forget(request.correlation_id)
         if not reply.ok:
             error = reply.error
             raise MemoryServiceError(error.type if error else "Error",

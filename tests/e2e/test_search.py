@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline
 from tests.support.topics import produce_raw, read_topic
-from topics.client import MemoryServiceError
+from topics.client import MemoryClient, MemoryServiceError
 from topics.events import SearchRequest
 from topics.registry import DEAD_LETTER, REQUESTS
 
@@ -200,3 +201,16 @@ async def test_the_graph_has_the_last_word_over_a_stale_vector_record(pipeline: 
     assert len(after) == 3
     assert {s.item.id for s in after}.isdisjoint({i.id for i in archived})
     assert before[2].item.id == after[0].item.id
+
+
+async def test_concurrent_first_requests_of_a_new_client_all_get_replies(
+    pipeline: Pipeline,
+) -> None:
+    """Requests sent at once before the client has listened for replies all get answered
+    (each new client picks its reply partition at random, so several clients are tried)."""
+    await add_and_wait(pipeline, "eager", FOOD)
+    for _ in range(6):
+        async with MemoryClient(pipeline.settings, pipeline.bootstrap) as client:
+            found = await asyncio.gather(*(client.search("eager", q, top_k=1, timeout=20)
+                                           for q in ("tea", "tofu", "meat")))
+        assert [hits[0].item.memory for hits in found] == [FOOD[2], FOOD[1], FOOD[0]]
