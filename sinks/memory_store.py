@@ -16,7 +16,9 @@ Strategy (README "Graph and vectors stay consistent"):
   source of truth) no longer matches the status, types or filters; it fetches
   more candidates while hits are dropped, up to a bounded depth.
 - Status changes go graph -> vector; the join hides the window in between.
-- ``repair`` finds what a crash between the two steps can leave behind.
+- Capacity eviction (``evict_oldest``) is a delete: vectors first, retried.
+- ``complete`` finishes the units of given nodes after a crash (the add stage calls it on
+  a redelivery); ``repair`` finds what a crash can leave behind in a whole cube.
 """
 
 from __future__ import annotations
@@ -147,6 +149,45 @@ class MemoryStore:
         return await self._retry(
             f"graph delete in {cube_id}", lambda: self.graph.delete_nodes(cube_id, ids)
         )
+
+    async def evict_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
+        """Delete the activated nodes of a type beyond the newest ``keep`` (FIFO by updated_at,
+        ties: the smaller id goes first); returns their ids.
+
+        Vectors go first, then nodes, each retried: a crash in between leaves nodes without
+        vectors (never a vector search hit without a node), and the same call again, on the
+        redelivered input, picks the same oldest nodes and finishes the job."""
+        if keep < 0:
+            raise StoreError(f"keep must be >= 0, got {keep}")
+        counts = await self._retry(f"count of {cube_id}",
+                                   lambda: self.graph.count_by_type(cube_id))
+        if counts.get(memory_type, 0) <= keep:
+            return []
+        nodes = await self._retry(f"{memory_type} of {cube_id}",
+                                  lambda: self.graph.all_of_type(cube_id, memory_type))
+        newest_first = sorted(nodes, key=lambda n: (n.metadata.updated_at, n.id), reverse=True)
+        victims = [n.id for n in newest_first[keep:]]
+        await self.delete(cube_id, victims)
+        return victims
+
+    async def complete(self, cube_id: str, ids: Sequence[str], embed: EmbedNodes) -> list[str]:
+        """Finish units a crash left half-written: among ``ids``, nodes without a vector get one
+        (``embed``), vectors whose metadata differs from their node's are rewritten from the
+        node; the graph is not touched. Returns the ids fixed."""
+        nodes = {n.id: n for n in await self.graph.get_nodes(cube_id, ids)}
+        if not nodes:
+            return []
+        records = {r.id: r for r in await self.vectors.get(cube_id, list(nodes))}
+        missing = [n for i, n in nodes.items() if i not in records]
+        fixed = [vector_record(nodes[i], r.vector) for i, r in records.items()
+                 if not _same_metadata(r, vector_record(nodes[i], r.vector))]
+        if missing:
+            vectors = await embed(missing)
+            fixed += [vector_record(n, v) for n, v in zip(missing, vectors, strict=True)]
+        if fixed:
+            await self._retry(f"vector completion in {cube_id}",
+                              lambda: self.vectors.upsert(fixed))
+        return [r.id for r in fixed]
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> list[str]:
         """Change the status of existing nodes in both stores; returns the ids changed.

@@ -2,7 +2,8 @@
 
 Pure async logic: extracted memories and ``Deps`` in, events to publish out.
 Writes are idempotent upserts keyed by deterministic ids, so a replayed or
-redelivered item changes nothing and announces nothing.
+redelivered item changes nothing in the stores, and announces again what its first
+delivery announced, under the same event ids (consumers dedupe by id).
 """
 
 from __future__ import annotations
@@ -12,11 +13,22 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from streams.memory.merge import apply, find_conflict, resolve
+from sinks.memory_store import EmbedNodes
+from streams.memory.merge import (
+    HARD_UPDATE,
+    Merge,
+    apply,
+    find_conflict,
+    finish,
+    merge_reason,
+    parse_note,
+    recorded_merge,
+    resolve,
+)
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id, working_copy_id
-from topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType, StoredMemoryType
+from topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
 from topics.registry import BY_SUFFIX, MEMORY_UPDATES
 
 log = logging.getLogger("memstream.memory")
@@ -91,7 +103,15 @@ def capacity_of(deps: Deps, memory_type: MemoryType) -> int:
 
 
 async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -> list[Outgoing]:
-    """Store a batch of one cube's extracted memories; returns the updates to announce."""
+    """Store a batch of one cube's extracted memories; returns the updates to announce.
+
+    Effectively once: a redelivered item reproduces every output its first delivery made or
+    should have made (node, vector, working copy, ``added``/``merged``/``archived``, the
+    reorganize event), under the same ids, whatever step the first delivery reached.
+    A node to be judged is written ``generated`` (no candidate, not searchable) until its
+    merge decision is applied; a merge decision is recorded (its ``MERGED_TO`` edge) before
+    it is applied; so the store tells which step was reached and nothing is decided twice.
+    """
     if not records:
         return []
     cube_id = records[0].value.cube_id
@@ -102,83 +122,152 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     unique: dict[str, Record[ExtractedMemory]] = {}
     for record in records:
         unique.setdefault(node_id_for(record.value), record)
-    existing = {n.id for n in await deps.graph.get_nodes(cube_id, list(unique))}
-    fresh = [r for nid, r in unique.items() if nid not in existing]
-    if not fresh:
-        return []
-
-    nodes = [build_node(r.value) for r in fresh]
-    vectors = await deps.embedder.embed_passages([n.memory for n in nodes])
-    rows = [vector.tolist() for vector in vectors]
+    nodes = {nid: build_node(r.value) for nid, r in unique.items()}
+    stored = {n.id: n for n in await deps.graph.get_nodes(cube_id, list(unique))}
+    # Undecided: new, or written by an attempt that stopped before its decision was applied.
+    pending = [nid for nid in unique
+               if nid not in stored or stored[nid].metadata.status == "generated"]
+    vectors: dict[str, list[float]] = {}
+    if pending:
+        embedded = await deps.embedder.embed_passages([nodes[nid].memory for nid in pending])
+        vectors = {nid: v.tolist() for nid, v in zip(pending, embedded, strict=True)}
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
-    for node, row in zip(nodes, rows, strict=True):
-        writes.append((node, row))
-        if node.metadata.memory_type != "EpisodicMemory":  # episodes stay out of working memory
-            writes.append((working_copy(node), row))
+    for nid in pending:
+        node, row = nodes[nid], vectors[nid]
+        if judged(node, deps):
+            writes.append((node.evolve(status="generated"), row))
+        else:
+            writes.append((node, row))
+            if not is_episode(node):  # episodes stay out of working memory
+                writes.append((working_copy(node), row))
     await deps.store.write(writes)
-    if provenance := episode_edges(nodes):
+    if provenance := episode_edges(list(nodes.values())):
         await deps.graph.add_edges(cube_id, provenance)
 
     out: list[Outgoing] = []
     now = deps.clock()
-    archived_here: set[str] = set()
-    for i, (node, row, record) in enumerate(zip(nodes, rows, fresh, strict=True)):
-        merge = None
-        episode = node.metadata.memory_type == "EpisodicMemory"
-        if (deps.settings.memory.conflict_detection and not episode
-                and node.id not in archived_here):
-            later = frozenset(n.id for n in nodes[i + 1:])
-            found = await find_conflict(node, row, deps, later)
-            if found is not None:
-                old, _score, relation, reason = found
-                merge = await resolve(old, node, row, relation, reason, deps)
+    for nid, record in unique.items():
+        node = nodes[nid]
         base: dict[str, Any] = {
             "user_id": node.metadata.user_id, "cube_id": cube_id, "occurred_at": now,
             "stage": STAGE, "cause_event_id": record.value.event_id,
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
-        if merge is None:
-            related = () if episode else (working_copy_id(node.id),)
-            out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
-                event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
-                node=node, related_ids=related, **base)))
-            continue
-        await apply(merge, deps)
-        if merge.kept.id == node.id and merge.kept.memory != node.memory:
-            await deps.store.write([(working_copy(merge.kept), merge.kept_vector)])
-        archived_here.add(merge.archived.id)
-        out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("merged", merge.kept.id, merge.archived.id),
-            action="merged", node_id=merge.kept.id, node=merge.kept,
-            related_ids=(merge.archived.id,), reason=f"{merge.relation}: {merge.reason}",
-            **base)))
-        out.append(Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("archived", merge.archived.id), action="archived",
-            node_id=merge.archived.id, node=merge.archived,
-            related_ids=(merge.kept.id,), reason=f"merged into {merge.kept.id}", **base)))
+        if nid in vectors and judged(node, deps):
+            out += await decide(node, vectors[nid], base, deps)
+        elif nid in vectors:
+            out.append(added(node, base))
+        else:
+            out += await redeliver(node, base, deps)
 
-    touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes)}
+    touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}
     for memory_type in sorted(touched):
-        out.extend(await enforce_capacity(deps, cube_id, nodes[0].metadata.user_id, memory_type))
-
-    by_type: dict[StoredMemoryType, list[str]] = {}
-    for node, record in zip(nodes, fresh, strict=True):
+        out.extend(await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type))
+    # One reorganize event per item, named by the item: its id does not depend on the batch.
+    for nid, record in unique.items():
         memory_type = record.value.memory_type
-        if memory_type != "EpisodicMemory":  # the optimizer organizes facts, not transcripts
-            by_type.setdefault(memory_type, []).append(node.id)
-    for memory_type, ids in sorted(by_type.items()):
+        if memory_type == "EpisodicMemory":  # the optimizer organizes facts, not transcripts
+            continue
         event = ReorganizeEvent(
-            event_id=derived_event_id("reorganize-add", *ids),
-            user_id=nodes[0].metadata.user_id,
-            cube_id=cube_id,
-            occurred_at=now,
-            op="add",
-            node_ids=tuple(ids),
-            memory_type=memory_type,
-            session_id=nodes[0].metadata.session_id,
-        )
+            event_id=derived_event_id("reorganize-add", nid), user_id=record.value.user_id,
+            cube_id=cube_id, occurred_at=now, op="add", node_ids=(nid,),
+            memory_type=memory_type, session_id=record.value.session_id)
         out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
     return out
+
+
+def is_episode(node: MemoryItem) -> bool:
+    return node.metadata.memory_type == "EpisodicMemory"
+
+
+def judged(node: MemoryItem, deps: Deps) -> bool:
+    """Whether the node goes through conflict detection (facts, when it is on)."""
+    return deps.settings.memory.conflict_detection and not is_episode(node)
+
+
+def added(node: MemoryItem, base: dict[str, Any]) -> Outgoing:
+    related = () if is_episode(node) else (working_copy_id(node.id),)
+    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
+        node=node, related_ids=related, **base))
+
+
+def merged(merge: Merge, base: dict[str, Any]) -> list[Outgoing]:
+    kept, archived = merge.kept.id, merge.archived.id
+    return [
+        Outgoing(MEMORY_UPDATES, MemoryUpdate(
+            event_id=derived_event_id("merged", kept, archived), action="merged",
+            node_id=kept, node=merge.kept, related_ids=(archived,),
+            reason=merge_reason(merge), **base)),
+        Outgoing(MEMORY_UPDATES, MemoryUpdate(
+            event_id=derived_event_id("archived", archived), action="archived",
+            node_id=archived, node=merge.archived, related_ids=(kept,),
+            reason=f"merged into {kept}", **base))]
+
+
+async def decide(
+    node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps
+) -> list[Outgoing]:
+    """Judge a ``generated`` node against the activated ones and apply the outcome.
+
+    A decision an earlier attempt recorded but did not apply is applied, not taken again.
+    """
+    cube_id = node.metadata.cube_id
+    merge = None
+    recorded = await recorded_merge(deps, cube_id, node.id)
+    if recorded is not None:
+        edge, note = recorded
+        partner = await deps.graph.get_node(
+            cube_id, edge.source if edge.target == node.id else edge.target)
+        if partner is not None:
+            relation, reason = parse_note(note)
+            merge = await resolve(partner, node, row, relation, reason, deps)
+        if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
+            await deps.graph.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
+    if merge is None:
+        found = await find_conflict(node, row, deps)
+        if found is not None:
+            old, _score, relation, reason = found
+            merge = await resolve(old, node, row, relation, reason, deps)
+    if merge is None:
+        # Working copy and the node's activation in one write: activation marks it decided.
+        await deps.store.write([(working_copy(node), row), (node, row)])
+        return [added(node, base)]
+    extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
+    await apply(merge, deps, decided_by=node.id, extra=extra)
+    return merged(merge, base)
+
+
+async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
+    """A node decided by an earlier attempt: finish its units and announce it again."""
+    cube_id = node.metadata.cube_id
+    recorded = await recorded_merge(deps, cube_id, node.id)
+    if recorded is None:
+        await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)], embed_nodes(deps))
+        return [added(node, base)]
+    edge, note = recorded
+    found = {n.id: n for n in await deps.graph.get_nodes(cube_id, [edge.target, edge.source])}
+    kept, archived = found.get(edge.target), found.get(edge.source)
+    relation, reason = parse_note(note)
+    if kept is None or archived is None:  # deleted since: announce what is known
+        log.info("cube %s: merge of %s into %s no longer in the graph", cube_id, edge.source,
+                 edge.target)
+        kept = kept or node
+        archived = archived or node.evolve(status="archived")
+    await deps.store.complete(cube_id, [kept.id, archived.id, working_copy_id(kept.id)],
+                              embed_nodes(deps))
+    merge = Merge(kept.evolve(status="activated"), (), archived.evolve(status="archived"),
+                  relation, reason, reason.endswith(HARD_UPDATE))
+    if kept.metadata.status == "activated":
+        await finish(merge, deps)
+    return merged(merge, base)
+
+
+def embed_nodes(deps: Deps) -> EmbedNodes:
+    async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
+        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
+
+    return embed
 
 
 def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
@@ -192,11 +281,11 @@ def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
 async def enforce_capacity(
     deps: Deps, cube_id: str, user_id: str, memory_type: MemoryType
 ) -> list[Outgoing]:
-    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at)."""
-    removed = await deps.graph.remove_oldest(cube_id, memory_type, capacity_of(deps, memory_type))
+    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at),
+    through the store: vectors first, then nodes, retried."""
+    removed = await deps.store.evict_oldest(cube_id, memory_type, capacity_of(deps, memory_type))
     if not removed:
         return []
-    await deps.vectors.delete(cube_id, removed)
     now = deps.clock()
     log.info("cube %s: %s over capacity, removed %d oldest", cube_id, memory_type, len(removed))
     return [

@@ -25,6 +25,8 @@ from topics.ids import working_copy_id
 from topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 
 log = logging.getLogger("memstream.merge")
+HARD_UPDATE = "; hard update"
+NOTE_CHARS = 400  # a MERGED_TO edge's reason (relation and the judge's reason) is cut here
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ async def resolve(
         )
         vector = new_vector if newer_is_new else await _embed(deps, kept.memory)
         return Merge(kept, vector, loser.evolve(status="archived"), relation,
-                     f"{reason}; hard update", True)
+                     reason if reason.endswith(HARD_UPDATE) else reason + HARD_UPDATE, True)
     md_old, md_new = old.metadata, new.metadata
     merged = MemoryItem(id=new.id, memory=fused.memory, metadata=md_new.model_copy(update={
         "key": fused.key or md_new.key or md_old.key,
@@ -135,17 +137,68 @@ async def _embed(deps: Deps, text: str) -> list[float]:
     return [float(x) for x in vectors[0]]
 
 
-async def apply(merge: Merge, deps: Deps) -> None:
-    """Write the surviving node, archive the other (and its working copy), move edges."""
+def merge_note(merge: Merge, decided_for: str | None = None) -> str:
+    """The ``MERGED_TO`` edge's reason: what was decided and why; the add stage tags it with
+    the node whose adding decided it, so a redelivery finds its own decision."""
+    tag = f"[{decided_for}] " if decided_for else ""
+    return tag + merge_reason(merge)
+
+
+def merge_reason(merge: Merge) -> str:
+    """``relation: reason``, as the ``merged`` update and the edge say it."""
+    return f"{merge.relation}: {merge.reason}"[:NOTE_CHARS]
+
+
+def decided_for(edge: Edge, node_id: str) -> str | None:
+    """``relation: reason`` if the add stage wrote this ``MERGED_TO`` edge adding ``node_id``."""
+    tag = f"[{node_id}] "
+    return edge.reason[len(tag):] if edge.reason.startswith(tag) else None
+
+
+def parse_note(note: str) -> tuple[Relation, str]:
+    """``relation: reason`` back into its parts (an unknown relation reads as redundant)."""
+    relation, _, reason = note.partition(": ")
+    match relation:
+        case "contradictory" | "redundant":
+            return relation, reason
+        case _:
+            return "redundant", note
+
+
+async def recorded_merge(deps: Deps, cube_id: str, node_id: str) -> tuple[Edge, str] | None:
+    """The merge decided while adding ``node_id``, if an earlier attempt recorded one: its
+    ``MERGED_TO`` edge and ``relation: reason``."""
+    for edge in await deps.graph.edges_of(cube_id, node_id, ["MERGED_TO"], "any"):
+        note = decided_for(edge, node_id)
+        if note is not None:
+            return edge, note
+    return None
+
+
+async def apply(merge: Merge, deps: Deps, decided_by: str | None = None,
+                extra: Sequence[tuple[MemoryItem, Sequence[float]]] = ()) -> None:
+    """Record the decision (the ``MERGED_TO`` edge) first, then write the surviving node and
+    archive the other (and ``extra`` units, e.g. the kept node's working copy) as one write,
+    drop the archived node's working copy, move its edges.
+
+    The edge comes first so that a crash at any later step leaves the decision on record:
+    the redelivered input completes it instead of deciding again."""
     cube = merge.kept.metadata.cube_id
     archived = merge.archived
-    await deps.store.write([(merge.kept, merge.kept_vector), (archived, await _vector_of(
-        deps, archived, merge))])
-    # Working memory holds what is current: the archived node's copy leaves it.
-    await deps.store.delete(cube, [working_copy_id(archived.id)])
     await deps.graph.add_edges(cube, [Edge(source=archived.id, target=merge.kept.id,
-                                           type="MERGED_TO", reason=merge.reason[:200])])
-    await deps.graph.redirect_edges(cube, [archived.id], merge.kept.id,
+                                           type="MERGED_TO",
+                                           reason=merge_note(merge, decided_by))])
+    await deps.store.write([(merge.kept, merge.kept_vector), (archived, await _vector_of(
+        deps, archived, merge)), *extra])
+    await finish(merge, deps)
+
+
+async def finish(merge: Merge, deps: Deps) -> None:
+    """The steps after the node writes (idempotent): working memory holds what is current, so
+    the archived node's copy leaves it; the archived node's non-lineage edges move over."""
+    cube = merge.kept.metadata.cube_id
+    await deps.store.delete(cube, [working_copy_id(merge.archived.id)])
+    await deps.graph.redirect_edges(cube, [merge.archived.id], merge.kept.id,
                                     exclude=sorted(LINEAGE_EDGE_TYPES))
 
 

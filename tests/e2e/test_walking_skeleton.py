@@ -131,7 +131,10 @@ async def test_the_same_chunk_twice_leaves_the_same_nodes(pipeline: Pipeline) ->
     assert len(after.nodes) == len(before.nodes) > 0
     assert await pipeline.deps.vectors.count("carol") == len(before.nodes)
     added = [u for u in await updates_of(pipeline, "carol") if u.action == "added"]
-    assert len(added) == len({u.node_id for u in added}), "no memory announced twice"
+    # announced again under the same event id (consumers dedupe by id), never as a new one
+    stored = {n.id for n in before.nodes if n.metadata.memory_type != "WorkingMemory"}
+    assert len({u.event_id for u in added}) == len({u.node_id for u in added}) == len(stored)
+    assert {u.node_id for u in added} == stored, "every memory announced, under one id"
 
 
 async def test_bad_payloads_are_dead_lettered_and_the_next_event_is_processed(
