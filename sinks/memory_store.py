@@ -171,23 +171,21 @@ class MemoryStore:
         return victims
 
     async def complete(self, cube_id: str, ids: Sequence[str], embed: EmbedNodes) -> list[str]:
-        """Finish units a crash left half-written: among ``ids``, nodes without a vector get one
-        (``embed``), vectors whose metadata differs from their node's are rewritten from the
-        node; the graph is not touched. Returns the ids fixed."""
+        """Finish units a crash left half-written; the graph (the source of truth) is not
+        touched. Among ``ids``, a node without a vector, or whose vector's metadata differs
+        from the node's (the node was rewritten, its vector not yet: its text may have
+        changed too), gets its vector from ``embed``. Returns the ids fixed."""
         nodes = {n.id: n for n in await self.graph.get_nodes(cube_id, ids)}
         if not nodes:
             return []
         records = {r.id: r for r in await self.vectors.get(cube_id, list(nodes))}
-        missing = [n for i, n in nodes.items() if i not in records]
-        fixed = [vector_record(nodes[i], r.vector) for i, r in records.items()
-                 if not _same_metadata(r, vector_record(nodes[i], r.vector))]
-        if missing:
-            vectors = await embed(missing)
-            fixed += [vector_record(n, v) for n, v in zip(missing, vectors, strict=True)]
-        if fixed:
-            await self._retry(f"vector completion in {cube_id}",
-                              lambda: self.vectors.upsert(fixed))
-        return [r.id for r in fixed]
+        broken = [n for i, n in nodes.items()
+                  if i not in records or not _same_metadata(records[i], vector_record(n, ()))]
+        if not broken:
+            return []
+        fresh = [vector_record(n, v) for n, v in zip(broken, await embed(broken), strict=True)]
+        await self._retry(f"vector completion in {cube_id}", lambda: self.vectors.upsert(fresh))
+        return [n.id for n in broken]
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> list[str]:
         """Change the status of existing nodes in both stores; returns the ids changed.
