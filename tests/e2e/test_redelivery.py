@@ -197,3 +197,36 @@ async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) ->
     assert derived_event_id("added", node.id) not in actions
     found = await p.client.search(cube, "Where does Alice live?")
     assert node_id_for(old) not in {s.item.id for s in found}
+
+
+async def test_a_batch_cut_between_two_items_ends_as_an_uninterrupted_run(
+    quiet: Pipeline,
+) -> None:
+    """The first item decided and written, the second written ``generated`` and not judged
+    yet: the redelivered batch announces the first again and judges the second once, against
+    what came before it (here it merges with the first)."""
+    p = quiet
+    texts = ("The user loves hiking in the mountains.", "The user really enjoys mountain hiking.")
+    reference, cube = "batch-ref", "batch-cut"
+    await deliver(p, item(reference, texts[0]), item(reference, texts[1], day=1))
+    first, second = item(cube, texts[0]), item(cube, texts[1], day=1)
+    dropped = await first_delivery_without_sends(p, first)
+    node = build_node(second)
+    await p.deps.store.write([(node.evolve(status="generated"), await vector_of(p, node.memory))])
+    await deliver(p, first, second)
+
+    def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
+        return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
+
+    got, want = await p.deps.graph.export_cube(cube), await p.deps.graph.export_cube(reference)
+    assert shape(got.nodes) == shape(want.nodes)
+    assert [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"] == [
+        (node_id_for(first), node.id)]
+    assert (await p.deps.store.repair(cube)).consistent
+    announced = await updates(p, cube)
+    assert {o.event.event_id for o in dropped} <= {u.event_id for u in announced} | {
+        e.event_id for e in await reorganize(p, cube)}
+    by_id = {u.event_id: u.action for u in announced}
+    assert sorted(by_id.values()) == sorted(
+        {u.event_id: u.action for u in await updates(p, reference)}.values())
+    assert by_id[derived_event_id("merged", node.id, node_id_for(first))] == "merged"
