@@ -86,17 +86,34 @@ async def _worker(settings: Settings) -> None:
     from streams.worker import Worker
 
     stop = asyncio.Event()
+    started = False
+    main_task = asyncio.current_task()
+
+    def on_signal() -> None:
+        # Once consuming, stop cleanly; while starting (joining the group, loading the
+        # model), give up the start: a worker must never ignore SIGTERM.
+        if started or main_task is None:
+            stop.set()
+        else:
+            main_task.cancel()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with EmbeddedStack(settings) as stack, Worker(settings, stack.bootstrap, stack.graph_uri):
-        write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri)
-        click.echo(f"memstream worker running (kafka {stack.bootstrap}, graph {stack.graph_uri}); "
-                   "Ctrl-C to stop", err=True)
-        try:
+        loop.add_signal_handler(sig, on_signal)
+    write_worker_file(settings.data_dir, state="starting")
+    try:
+        async with EmbeddedStack(settings) as stack, \
+                Worker(settings, stack.bootstrap, stack.graph_uri):
+            write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri)
+            started = True
+            click.echo(f"memstream worker running (kafka {stack.bootstrap}, graph "
+                       f"{stack.graph_uri}); Ctrl-C to stop", err=True)
             await stop.wait()
-        finally:
-            remove_worker_file(settings.data_dir)
+    except asyncio.CancelledError:
+        click.echo("worker stopped while starting", err=True)
+        return
+    finally:
+        remove_worker_file(settings.data_dir)
     click.echo("worker stopped", err=True)
 
 
@@ -108,7 +125,7 @@ def up(data_dir: Path | None) -> None:
 
 
 async def _up(settings: Settings) -> None:
-    from memstream.services import running_worker, spawn_worker
+    from memstream.services import running_worker, spawn_worker, stop_worker, wait_for_worker
     from memstream.stack import EmbeddedStack
 
     with console.status("Starting the broker and FalkorDB…"):
@@ -116,8 +133,22 @@ async def _up(settings: Settings) -> None:
         await stack.start(detached=True)
     console.print(f"[green]✓[/] kafka {stack.bootstrap}, graph {stack.graph_uri}")
     if (info := running_worker(settings.data_dir)) is not None:
-        console.print(f"[green]✓[/] worker already running (pid {info['pid']})")
-        return
+        pid = int(str(info["pid"]))
+        if info.get("state") == "starting":
+            with console.status(f"Waiting for the worker (pid {pid}) to start…"):
+                ready = await wait_for_worker(settings.data_dir, pid)
+            if ready:
+                console.print(f"[green]✓[/] worker running (pid {pid})")
+                return
+            console.print(f"worker pid {pid} did not finish starting; restarting it")
+            await stop_worker(settings.data_dir)
+        elif (info.get("bootstrap"), info.get("graph")) != (stack.bootstrap, stack.graph_uri):
+            console.print(f"worker pid {pid} uses {info.get('bootstrap')} and "
+                          f"{info.get('graph')}; restarting it on the new addresses")
+            await stop_worker(settings.data_dir)
+        else:
+            console.print(f"[green]✓[/] worker already running (pid {pid})")
+            return
     with console.status("Starting the worker (loading the embedding model)…"):
         pid = await spawn_worker(settings.data_dir)
     console.print(f"[green]✓[/] worker running (pid {pid}); logs in "
@@ -149,10 +180,17 @@ async def _status(settings: Settings) -> None:
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker
+    def missing(what: str) -> str:
+        note = st.notes.get(what)
+        return f"[red]not running[/] ({note})" if note else "[red]not running[/]"
+
     table = Table(show_header=False)
-    table.add_row("broker", bootstrap or "[red]not running[/]")
-    table.add_row("graph", settings.graph.uri or st.graph or "[red]not running[/]")
-    table.add_row("worker", f"pid {st.worker_pid}" if st.worker_pid else "[red]not running[/]")
+    table.add_row("broker", bootstrap or missing("broker"))
+    table.add_row("graph", settings.graph.uri or st.graph or missing("graph"))
+    worker = f"pid {st.worker_pid}" if st.worker_pid else missing("worker")
+    if st.worker_pid and "worker" in st.notes:
+        worker += f" ({st.notes['worker']})"
+    table.add_row("worker", worker)
     console.print(table)
     if bootstrap:
         groups: dict[str, list[str]] = {}

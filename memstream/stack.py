@@ -1,21 +1,46 @@
 """The embedded services a laptop run needs: a Kafka-protocol broker and FalkorDB.
 
 A configured bootstrap server or graph URI always wins; only what is missing is
-started, under ``settings.data_dir``, on free loopback ports.
+started, under ``settings.data_dir``. A detached service comes back on the port it had
+before (recorded in its data dir), so after a crash the clients still running (a worker)
+reconnect by themselves; a free loopback port is used only when that one is taken.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from types import TracebackType
 
 from sinks.local import FalkorDBServer
 from topics.admin import ensure_topics
-from topics.broker import LocalBroker, create_broker, resolve_bootstrap, running_broker
+from topics.broker import (
+    LocalBroker,
+    create_broker,
+    last_port,
+    port_in_use,
+    resolve_bootstrap,
+    running_broker,
+)
+from topics.broker import recorded_pid as broker_pid
+from topics.broker_process import pid_alive
 from topics.settings import Settings
 
 log = logging.getLogger("memstream.stack")
+
+
+# How long a restarted service may take to answer (replaying its log after a crash).
+RESTART_WAIT_S = 120.0
+
+
+def _reusable(port: int | None) -> int | None:
+    """``port`` if nothing listens there now, else None (a free port will be picked)."""
+    if port is not None and port_in_use(port):
+        log.warning("port %d of the previous run is taken by another process; using a new "
+                    "port (running workers must be restarted: `memstream up` does it)", port)
+        return None
+    return port
 
 
 @dataclass
@@ -36,21 +61,45 @@ class EmbeddedStack:
         """
         data = self.settings.data_dir
         data.mkdir(parents=True, exist_ok=True)
-        if detached and not self.settings.kafka.bootstrap_servers:
-            self.bootstrap = await running_broker(data / "broker") or await create_broker(
-                self.settings.kafka.embedded_broker, data / "broker").start(detached=True)
-        else:
-            self.bootstrap, self.broker = await resolve_bootstrap(self.settings, data / "broker")
-        if self.settings.graph.uri:
-            self.graph_uri = self.settings.graph.uri
-        elif (running := await FalkorDBServer.find_running(data / "falkordb")) is not None:
-            self.graph_uri = running.uri
-        else:
-            server = FalkorDBServer(data / "falkordb")
-            self.graph_uri = await server.start(detached=detached)
-            self.falkordb = None if detached else server
-        await ensure_topics(self.settings, self.bootstrap)
+        try:
+            if detached and not self.settings.kafka.bootstrap_servers:
+                self.bootstrap = await self._detached_broker()
+            else:
+                self.bootstrap, self.broker = await resolve_bootstrap(self.settings,
+                                                                      data / "broker")
+            if self.settings.graph.uri:
+                self.graph_uri = self.settings.graph.uri
+            elif (running := await FalkorDBServer.find_running(
+                    data / "falkordb", wait_s=RESTART_WAIT_S)) is not None:
+                self.graph_uri = running.uri
+            else:
+                server = FalkorDBServer(data / "falkordb",
+                                        _reusable(FalkorDBServer.last_port(data / "falkordb")),
+                                        startup_timeout_s=RESTART_WAIT_S)
+                self.graph_uri = await server.start(detached=detached)
+                self.falkordb = None if detached else server
+            await ensure_topics(self.settings, self.bootstrap)
+        except BaseException:
+            await self.stop()  # what this call started attached; detached ones stay
+            raise
         log.info("embedded stack up: kafka %s, graph %s", self.bootstrap, self.graph_uri)
+
+    async def _detached_broker(self) -> str:
+        """The broker of the data dir: the running one (waiting while it replays its log
+        after a restart), else a new one on its previous port."""
+        directory = self.settings.data_dir / "broker"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTART_WAIT_S
+        while True:
+            if (bootstrap := await running_broker(directory)) is not None:
+                return bootstrap
+            pid = broker_pid(directory)
+            if pid is None or not pid_alive(pid) or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.2)  # alive but not answering yet
+        broker = create_broker(self.settings.kafka.embedded_broker, directory,
+                               _reusable(last_port(directory)))
+        return await broker.start(detached=True)
 
     async def stop(self) -> None:
         if self.falkordb is not None:

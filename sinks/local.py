@@ -24,6 +24,8 @@ from sinks.local_process import (
     MAX_BOLT_PORT,
     FalkorDBServerError,
     free_bolt_port,
+    is_redis_server,
+    loading,
     log_tail,
     read_from,
     ready,
@@ -32,10 +34,15 @@ from sinks.local_process import (
 from topics.broker_process import die_with_parent, free_port, pid_alive
 from topics.broker_process import port_in_use as port_taken
 
-__all__ = ["RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken"]
+__all__ = [
+    "PORT_FILE", "RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken",
+]
 
 RUN_FILE = "falkordb.json"
 LOG_FILE = "falkordb.log"
+# The port of the last detached start; kept after a crash so a restart comes back on the
+# same address and the clients of the dead server (a running worker) reconnect by themselves.
+PORT_FILE = "falkordb.port"
 
 
 class FalkorDBServer:
@@ -153,23 +160,45 @@ class FalkorDBServer:
 
     # -- a server started by another process ------------------------------------------
 
+    @staticmethod
+    def recorded(data_dir: Path) -> tuple[int, int] | None:
+        """(pid, port) from the run file, whether or not that process still runs."""
+        try:
+            info: dict[str, Any] = json.loads((Path(data_dir) / RUN_FILE).read_text("utf-8"))
+            return int(info["pid"]), int(info["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    @staticmethod
+    def last_port(data_dir: Path) -> int | None:
+        """The port the last detached server of ``data_dir`` listened on (kept after a crash)."""
+        try:
+            return int((Path(data_dir) / PORT_FILE).read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+
     @classmethod
-    async def find_running(cls, data_dir: Path) -> FalkorDBServer | None:
+    async def find_running(cls, data_dir: Path, wait_s: float = 0.0) -> FalkorDBServer | None:
         """The server recorded in ``data_dir`` if it still runs and answers, else None.
 
-        A stale run file (process gone) is removed.
+        A stale run file (process gone) is removed. ``wait_s``: how long to wait for a
+        recorded server that runs but does not answer yet (replaying its AOF after a restart).
         """
         run_file = Path(data_dir) / RUN_FILE
+        info: dict[str, Any]
         try:
-            info: dict[str, Any] = json.loads(run_file.read_text(encoding="utf-8"))
+            info = json.loads(run_file.read_text(encoding="utf-8"))
             pid, port = int(info["pid"]), int(info["port"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        if not pid_alive(pid):
+        if not (pid_alive(pid) and is_redis_server(pid)):
             run_file.unlink(missing_ok=True)
             return None
-        if not await ready(port):
-            return None
+        deadline = time.monotonic() + wait_s
+        while not await ready(port):
+            if time.monotonic() >= deadline or not pid_alive(pid):
+                return None
+            await asyncio.sleep(0.1)
         server = cls(Path(data_dir), port, info.get("bolt_port"))
         server._pid, server._port, server._bolt_port = pid, port, info.get("bolt_port")
         return server
@@ -286,6 +315,9 @@ class FalkorDBServer:
                 )
             if await ready(port):
                 break
+            if time.monotonic() > deadline and await loading(port):
+                # Replaying a large AOF after a crash takes what it takes: wait while it does.
+                deadline = time.monotonic() + self.startup_timeout_s
             if time.monotonic() > deadline:
                 await terminate(proc.pid, proc, self.stop_timeout_s)
                 self._proc = self._pid = None
@@ -310,6 +342,7 @@ class FalkorDBServer:
         if detached:
             info = {"pid": proc.pid, "port": port, "bolt_port": bolt, "uri": self.uri}
             (self.data_dir / RUN_FILE).write_text(json.dumps(info), encoding="utf-8")
+            (self.data_dir / PORT_FILE).write_text(f"{port}\n", encoding="utf-8")
 
     def _remove_run_file(self, pid: int) -> None:
         run_file = self.data_dir / RUN_FILE

@@ -14,7 +14,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import BusyLoadingError, RedisError, ResponseError
 
 from sinks.ports import StoreError
 from topics.broker_process import pid_alive
@@ -73,6 +73,32 @@ async def ready(port: int, timeout_s: float = 1.0) -> bool:
         return False
     finally:
         await client.aclose()
+
+
+async def loading(port: int, timeout_s: float = 1.0) -> bool:
+    """The server answers but is still replaying its AOF / RDB (``LOADING`` reply)."""
+    client = aioredis.Redis(host=LOOPBACK, port=port, socket_timeout=timeout_s,
+                            socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0))
+    try:
+        await client.ping()
+        return False
+    except BusyLoadingError:
+        return True
+    except (RedisError, OSError):
+        return False
+    finally:
+        await client.aclose()
+
+
+def is_redis_server(pid: int) -> bool:
+    """Guards against a recycled pid: on Linux the process must be a redis-server."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no procfs (macOS): trust the run file
+    except OSError:
+        return False
+    return b"redis-server" in argv0
 
 
 def read_from(path: Path, offset: int) -> str:

@@ -18,6 +18,7 @@ from faust.types import EventT
 from streams.lane import LaneHandler, RequestLane
 from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
 from topics.events import WriteToken
+from topics.members import worker_client_id
 from topics.progress import Progress
 from topics.registry import ALL_TOPICS, TopicSpec
 from topics.settings import Settings
@@ -124,7 +125,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         topic_partitions=k.partitions,
         topic_replication_factor=k.replication_factor,
         stream_wait_empty=False,
-        broker_client_id=k.client_id,
+        broker_client_id=worker_client_id(k.client_id),  # lets a restart drop it if it dies
         broker_session_timeout=k.session_timeout_s,
         broker_heartbeat_interval=k.heartbeat_interval_s,
         broker_rebalance_timeout=k.rebalance_timeout_s,

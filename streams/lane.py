@@ -27,6 +27,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from streams.runtime import RawRecord, StageStats
 from topics.kafka_compat import mark_latency_sensitive
+from topics.members import worker_client_id
 from topics.registry import TopicSpec, consumer_group
 from topics.settings import Settings
 
@@ -72,7 +73,7 @@ class RequestLane:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group_id,
-            client_id=f"{k.client_id}-{self.name}",
+            client_id=worker_client_id(f"{k.client_id}-{self.name}"),
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             session_timeout_ms=int(k.session_timeout_s * 1000),

@@ -25,8 +25,10 @@ from streams.llm.port import LLM
 from streams.runtime import Clock, Deps, StageStats
 from topics.admin import ensure_topics
 from topics.kafka_compat import configure_fetch_pause
+from topics.members import remove_stale_members
 from topics.models import utcnow
 from topics.progress import Progress
+from topics.registry import WORKER_INPUTS, consumer_group
 from topics.settings import Settings
 
 log = logging.getLogger("memstream.worker")
@@ -76,9 +78,19 @@ class Worker:
         return self.deps
 
     async def start(self) -> None:
+        """Start every stage; on failure or cancellation, close what was opened and re-raise."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         s = self.settings
         configure_fetch_pause(s.kafka)
         await ensure_topics(s, self.bootstrap)
+        # A worker killed outright stays in its groups on the embedded broker: drop it first.
+        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
         deps = await self.open_deps()
         llm, embedder = deps.llm, deps.embedder
         self.app, self.bound = create_app(s, self.bootstrap)

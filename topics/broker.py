@@ -33,16 +33,19 @@ from topics.broker_process import (
 from topics.settings import BrokerKind, Settings
 
 __all__ = [
-    "BOOTSTRAP_FILE", "LOOPBACK", "PIDFILE", "BrokerBinaryMissing", "BrokerError",
+    "BOOTSTRAP_FILE", "LOOPBACK", "PIDFILE", "PORT_FILE", "BrokerBinaryMissing", "BrokerError",
     "BrokerPortInUse", "BrokerStartupFailed", "LocalBroker", "NoidaBroker", "TansuBroker",
-    "broker_data_dir", "create_broker", "free_port", "kafka_ready", "port_in_use",
-    "resolve_bootstrap", "running_broker", "stop_detached",
+    "broker_data_dir", "create_broker", "free_port", "kafka_ready", "last_port", "port_in_use",
+    "recorded_pid", "resolve_bootstrap", "running_broker", "stop_detached",
 ]
 
 log = logging.getLogger(__name__)
 
 PIDFILE = "broker.pid"
 BOOTSTRAP_FILE = "broker.bootstrap"
+# The port of the last detached start, kept after a crash: a restart comes back on the same
+# address, so clients of the dead broker (a running worker) reconnect by themselves.
+PORT_FILE = "broker.port"
 
 
 class BrokerError(RuntimeError):
@@ -165,6 +168,7 @@ class LocalBroker(ABC):
             raise
         if detached:
             (self.data_dir / BOOTSTRAP_FILE).write_text(self.bootstrap + "\n")
+            (self.data_dir / PORT_FILE).write_text(f"{port}\n")
         return self.bootstrap
 
     def _spawn(self, command: list[str], detached: bool) -> None:
@@ -312,6 +316,20 @@ def _read_pidfile(data_dir: Path) -> tuple[int, str] | None:
     try:
         pid, _, binary = (data_dir / PIDFILE).read_text().partition("\n")
         return int(pid), binary.strip()
+    except (OSError, ValueError):
+        return None
+
+
+def recorded_pid(data_dir: Path | str) -> int | None:
+    """The pid in ``broker.pid``, whether or not it still runs (for status reports)."""
+    found = _read_pidfile(Path(data_dir))
+    return found[0] if found else None
+
+
+def last_port(data_dir: Path | str) -> int | None:
+    """The port the last detached broker of ``data_dir`` listened on, kept after a crash."""
+    try:
+        return int((Path(data_dir) / PORT_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
 
