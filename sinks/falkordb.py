@@ -15,10 +15,11 @@ from typing import Any
 from falkordb.asyncio import FalkorDB
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sinks import cypher
 from sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
-from sinks.ports import StoreError
+from sinks.ports import StoreError, StoreUnavailable
 
 
 def _check_nul(value: object) -> None:
@@ -80,8 +81,10 @@ class FalkorDBGraphStore(CypherGraphStore):
                 result = await self._graph.ro_query(query, dict(params))
             else:
                 result = await self._graph.query(query, dict(params))
-        except (RedisConnectionError, OSError) as exc:
-            raise StoreError(f"FalkorDB at {self.uri} unreachable: {exc}") from exc
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            # The client reconnects on the next query: a restarted server on the same
+            # address is picked up without restarting the worker.
+            raise StoreUnavailable(f"FalkorDB at {self.uri} unreachable: {exc}") from exc
         except RedisError as exc:
             if read_only and "empty key" in str(exc):
                 return []  # nothing was ever written to this graph

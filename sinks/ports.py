@@ -52,6 +52,12 @@ class StoreError(RuntimeError):
     """A store rejected an operation (bad filter, dimension mismatch, unreachable server)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store could not be reached (connection refused or lost, server loading).
+
+    An outage, not a bad event: a stage pauses and retries instead of dead-lettering."""
+
+
 @dataclass(frozen=True, slots=True)
 class Filter:
     """A metadata condition. ``contains`` tests list membership (tags, entities) or a substring."""

@@ -13,12 +13,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import EventT
 
 from streams.lane import LaneHandler, RequestLane
-from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
+from streams.runtime import (
+    Deps,
+    Outgoing,
+    Pause,
+    RawRecord,
+    Record,
+    StageStats,
+    dead_letter,
+    is_outage,
+    make_batch_handler,
+)
 from topics.events import WriteToken
 from topics.members import worker_client_id
+from topics.models import utcnow
 from topics.progress import Progress
 from topics.registry import ALL_TOPICS, TopicSpec
 from topics.settings import Settings
@@ -180,21 +192,50 @@ def register_batch_agent(
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
     )
 
+    backoff = bound.settings.worker.retry_backoff_s
+
     async def agent(stream: faust.StreamT[Any]) -> AsyncIterator[int]:
         batches = stream.take_events(batch_size, within=within_s)  # type: ignore[attr-defined]
         async for events in batches:
             raws = [raw_of(e) for e in events]
             try:
                 outgoing = await handler(raws)
-                await bound.send(outgoing)
-                stats.processed += len(raws)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - last line of defence: log, keep consuming
+            except Exception as exc:  # noqa: BLE001 - last line of defence: dead-letter, go on
                 log.exception("%s: batch of %d failed outside the handler", name, len(raws))
+                outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
+            await send_until_sent(bound, name, outgoing, backoff)
+            stats.processed += len(raws)
             yield len(raws)
 
     bound.app.agent(channel, name=name)(agent)
+
+
+async def send_until_sent(bound: BoundTopics, name: str, outgoing: Sequence[Outgoing],
+                          backoff_s: float) -> None:
+    """Send a batch's outputs before its offsets may be committed. While the broker is
+    unreachable this pauses and resends (consumers dedupe by event id); an output the
+    broker refuses for good is logged with its event id and skipped."""
+    pause = Pause(name, backoff_s)
+    while True:
+        try:
+            await bound.send(outgoing)
+            pause.resumed()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - decide below: outage or refusal
+            if is_outage(exc) or (isinstance(exc, KafkaError) and exc.retriable):
+                await pause.wait(exc)
+                continue
+            if len(outgoing) > 1:  # find the refused output; send the others
+                for one in outgoing:
+                    await send_until_sent(bound, name, [one], backoff_s)
+                return
+            log.error("%s: the broker refused %s %s: %s", name, type(outgoing[0].event).__name__,
+                      getattr(outgoing[0].event, "event_id", "?"), exc)
+            return
 
 
 StageLogic = Callable[[Sequence[Record[Any]], Deps], Awaitable[list[Outgoing]]]

@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.runtime import RawRecord, StageStats
+from streams.runtime import Pause, RawRecord, StageStats
 from topics.kafka_compat import mark_latency_sensitive
 from topics.members import worker_client_id
 from topics.registry import TopicSpec, consumer_group
@@ -107,13 +107,14 @@ class RequestLane:
     async def _consume(self) -> None:
         assert self._consumer is not None  # noqa: S101
         consumer = self._consumer
+        pause = Pause(self.name, 0.5)
         while True:
             try:
                 batch = await consumer.getmany(timeout_ms=1000)
-            except KafkaError as exc:  # a broker hiccup: log, back off, keep consuming
-                log.warning("%s: fetch failed: %s", self.name, exc)
-                await asyncio.sleep(0.5)
+            except KafkaError as exc:  # broker down or restarting: back off, keep trying
+                await pause.wait(exc)
                 continue
+            pause.resumed()
             for tp, messages in batch.items():
                 progress = self._progress.setdefault(tp, _Progress())
                 for msg in messages:

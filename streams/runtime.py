@@ -2,7 +2,9 @@
 
 Agents stay thin: they decode raw records here, call a pure logic function with
 ``Deps``, send the events it returns, and dead-letter what fails. A worker never
-dies on one bad event.
+dies on one bad event. An outage is not a bad event: while a store or the broker
+cannot be reached the stage pauses (its batch waits, nothing is committed) and retries
+with backoff until it can, so dead letters only ever hold events that are wrong.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 from pydantic import BaseModel, ValidationError
 
+from sinks.ports import StoreUnavailable
 from topics.events import DeadLetter, Event, Origin
 from topics.limits import check_content, check_raw
 from topics.registry import DEAD_LETTER, TopicSpec
@@ -41,6 +46,59 @@ DEFAULT_LETTER_PAYLOAD = LimitsSettings().event_bytes // 2
 
 class PermanentError(Exception):
     """A failure that retrying cannot fix (a rejected command, a missing node): dead-letter now."""
+
+
+# Failures that say a dependency is down, not that the event is wrong.
+OUTAGES: tuple[type[BaseException], ...] = (
+    StoreUnavailable, ConnectionError, KafkaConnectionError, KafkaTimeoutError,
+    NodeNotReadyError,
+)
+# Longest wait between two attempts while paused, and how often a pause is logged.
+OUTAGE_BACKOFF_MAX_S = 2.0
+OUTAGE_LOG_EVERY_S = 30.0
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` or anything it was raised from says a store or the broker is down."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OUTAGES):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or (None if current.__suppress_context__
+                                          else current.__context__)
+    return False
+
+
+class Pause:
+    """Waits of one paused stage: exponential backoff up to a cap, logged now and then."""
+
+    def __init__(self, stage: str, backoff_s: float) -> None:
+        self.stage = stage
+        self.delay = max(backoff_s, 0.01)
+        self.since: float | None = None
+        self._logged = 0.0
+
+    async def wait(self, error: BaseException) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            log.warning("%s: paused, a dependency is unreachable (%s: %s); retrying until "
+                        "it is back, nothing is dead-lettered meanwhile", self.stage,
+                        type(error).__name__, error)
+            self._logged = now
+        elif now - self._logged >= OUTAGE_LOG_EVERY_S:
+            log.warning("%s: still paused after %.0fs (%s)", self.stage, now - self.since, error)
+            self._logged = now
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, OUTAGE_BACKOFF_MAX_S)
+
+    def resumed(self) -> None:
+        if self.since is not None:
+            log.warning("%s: resumed after a pause of %.1fs", self.stage,
+                        time.monotonic() - self.since)
+            self.since = None
 
 
 @dataclass
@@ -93,6 +151,7 @@ class StageStats:
     processed: int = 0
     dead_lettered: int = 0
     retries: int = 0
+    paused: int = 0  # attempts that waited for an unreachable store or broker
     by_error: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
@@ -183,15 +242,27 @@ async def with_retries(
     backoff_s: float,
     stats: StageStats | None = None,
 ) -> tuple[list[Outgoing], BaseException | None, int]:
-    """Run ``fn`` with bounded retries; returns (outputs, last error or None, attempts)."""
+    """Run ``fn`` with bounded retries; returns (outputs, last error or None, attempts).
+
+    An outage (``is_outage``) does not use up the retries: the call pauses, retrying with
+    backoff for as long as the dependency stays down."""
     attempt = 0
+    pause = Pause(stage, backoff_s)
     while True:
         attempt += 1
         try:
-            return await fn(), None, attempt
+            out = await fn()
+            pause.resumed()
+            return out, None, attempt
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - errors are data: they go to the dead-letter topic
+            if is_outage(exc) and not isinstance(exc, PermanentError):
+                if stats is not None:
+                    stats.paused += 1
+                attempt -= 1
+                await pause.wait(exc)
+                continue
             if attempt > retries or isinstance(exc, PermanentError):
                 return [], exc, attempt
             if stats is not None:
