@@ -5,7 +5,8 @@ cube + type + status filters): one partition per cube p50 ~6 ms; a cube filter o
 one collection ~69 ms, with a ``cube_id`` partition key ~65 ms (Lite does not
 prune by it); HNSW was slower than FLAT at this size (28 ms per cube, recall 0.97).
 ``partitioning="auto"`` therefore picks one partition per cube on Lite, and a
-partition key on a server, where partitions are capped (~1024) and the key is pruned.
+partition key on a server, where partitions are capped (~1024) and the key is pruned;
+what an older server cannot do is decided from its version (sinks/milvus_features.py).
 
 Blocking pymilvus calls run in ``asyncio.to_thread``: pymilvus 3's
 AsyncMilvusClient works with Lite but is marked experimental and shares one
@@ -33,6 +34,7 @@ from sinks.milvus_expr import (
     render,
     search_expression,
 )
+from sinks.milvus_features import ServerFeatures
 from sinks.milvus_schema import (
     REQUIRED_FIELDS,
     SCALAR_FIELDS,
@@ -59,8 +61,9 @@ _LITE_USERS: dict[str, int] = {}
 class MilvusVectorStore:
     """Embeddings keyed by (cube, node id) in one Milvus collection, searched within one cube.
 
-    ``templates`` (default: on for servers, off for Lite) sends filter values as
-    Milvus expression templates instead of escaped literals.
+    ``templates`` sends filter values as Milvus expression templates instead of escaped
+    literals. ``None`` (the default) asks the server: on from Milvus 2.5, which introduced
+    them; off for Lite and older servers, whose parsers reject ``{p0}``.
     """
 
     def __init__(
@@ -85,8 +88,10 @@ class MilvusVectorStore:
         if partitioning == "auto":
             partitioning = "cube" if self._lite else "key"
         self._partitioning: Partitioning = partitioning
-        self._templates = (not self._lite) if templates is None else templates
+        self._templates_setting = templates
+        self._templates = bool(templates) and not self._lite
         self._client: MilvusClient | None = None
+        self._features: ServerFeatures | None = None  # a server's, once connected
         self._ready = False
         self._lock = asyncio.Lock()
         self._partitions: set[str] = set()
@@ -138,6 +143,8 @@ class MilvusVectorStore:
                 return
             if self._client is None:
                 self._client = await asyncio.to_thread(self._connect)
+                if not self._lite:
+                    await self._adapt_to_server()
             if not await self._call("has_collection", self._collection):
                 schema, index = build_schema(
                     self._dim, self._partitioning == "key", self._index_type
@@ -162,6 +169,19 @@ class MilvusVectorStore:
                 self._partitions = set(await self._call("list_partitions", self._collection))
             self._ready = True
 
+    async def _adapt_to_server(self) -> None:
+        """Pick the filter style and cube layout this server handles (see milvus_features)."""
+        features = ServerFeatures.from_version(str(await self._call("get_server_version")))
+        self._features = features
+        if self._templates_setting is None:
+            self._templates = features.templates
+        if self._partitioning == "key" and not features.partition_key:
+            log.info(
+                "Milvus %s misroutes upserts with a partition key: %s filters cubes instead",
+                features.version, self._collection,
+            )
+            self._partitioning = "none"
+
     async def _check_existing(self) -> None:
         info = await self._call("describe_collection", self._collection)
         fields = {f["name"]: f for f in info.get("fields", [])}
@@ -180,6 +200,12 @@ class MilvusVectorStore:
             )
         # The existing layout decides: a partition key, rows in the default partition, or cubes.
         if fields["cube_id"].get("is_partition_key"):
+            if self._features is not None and not self._features.partition_key:
+                raise StoreError(
+                    f"collection {self._collection} has a cube_id partition key, which Milvus "
+                    f"{self._features.version} fills wrongly on upsert; use Milvus 2.4 or later, "
+                    "or set another vector.collection"
+                )
             self._partitioning = "key"
         elif self._partitioning == "key":
             self._partitioning = "none"

@@ -10,8 +10,10 @@ from tests.contract.graph_fixtures import (  # noqa: F401
 )
 from tests.contract.vector_fixtures import (  # noqa: F401
     memory_store,
+    memory_vector_uri,
     milvus_lite_uri,
     vector_backend,
     vector_collection,
     vector_store,
+    vector_uri,
 )

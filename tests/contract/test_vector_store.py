@@ -57,11 +57,11 @@ async def search_ids(store: VectorStore, flt: Sequence[Filter], cube: str = "cub
 
 
 async def test_ensure_collection_is_idempotent_and_data_survives_reopen(
-    vector_store: VectorStore, vector_backend: str, milvus_lite_uri: str, vector_collection: str
+    vector_store: VectorStore, vector_backend: str, vector_uri: str, vector_collection: str
 ) -> None:
     await vector_store.ensure_collection()
     await vector_store.upsert([rec("n1"), rec("n2")])
-    again = make_vector_store(vector_backend, milvus_lite_uri, vector_collection, CONTRACT_DIM)
+    again = make_vector_store(vector_backend, vector_uri, vector_collection, CONTRACT_DIM)
     await again.ensure_collection()
     assert await again.count("cube-a") == 2
     assert {r.id for r in await again.get("cube-a", ["n1", "n2"])} == {"n1", "n2"}
@@ -69,9 +69,9 @@ async def test_ensure_collection_is_idempotent_and_data_survives_reopen(
 
 
 async def test_dimension_mismatch_is_a_clear_error(
-    vector_store: VectorStore, vector_backend: str, milvus_lite_uri: str, vector_collection: str
+    vector_store: VectorStore, vector_backend: str, vector_uri: str, vector_collection: str
 ) -> None:
-    wrong = make_vector_store(vector_backend, milvus_lite_uri, vector_collection, CONTRACT_DIM * 2)
+    wrong = make_vector_store(vector_backend, vector_uri, vector_collection, CONTRACT_DIM * 2)
     with pytest.raises(StoreError, match=rf"dimension {CONTRACT_DIM} but the embedder produces 32"):
         await wrong.ensure_collection()
     await wrong.close()
