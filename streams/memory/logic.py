@@ -25,6 +25,7 @@ from streams.memory.merge import (
     recorded_merge,
     resolve,
 )
+from streams.prompts.textutil import short_title
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import derived_event_id, stable_id, working_copy_id
@@ -57,7 +58,7 @@ def build_node(item: ExtractedMemory) -> MemoryItem:
             memory_type=item.memory_type,
             status="activated",
             type=item.type,
-            key=item.key or _default_key(item.memory),
+            key=item.key or short_title(item.memory),
             tags=item.tags,
             entities=item.entities,
             hierarchy_level=item.hierarchy_level,
@@ -82,11 +83,6 @@ def working_copy(node: MemoryItem) -> MemoryItem:
             update={"memory_type": "WorkingMemory", "origin_id": node.id}
         ),
     )
-
-
-def _default_key(text: str) -> str:
-    words = text.split()
-    return " ".join(words[:6]) if len(words) > 1 else text[:24]
 
 
 def capacity_of(deps: Deps, memory_type: MemoryType) -> int:

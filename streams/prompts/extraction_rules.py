@@ -18,16 +18,14 @@ from typing import Literal, Protocol
 
 from streams.prompts.reldates import DateSpan, find_en, find_zh
 from streams.prompts.textutil import (
-    EN_STOPWORDS,
-    OTHER_STOPWORDS,
     Script,
     cjk_count,
     en_words,
     script_of,
+    short_title,
     split_sentences,
     tags_for,
     words_of,
-    zh_words,
 )
 
 MemoryKind = Literal["LongTermMemory", "UserMemory"]
@@ -175,55 +173,6 @@ def _expand_contractions(text: str) -> str:
 
 
 # Leading words a key drops: who is speaking is known, the title says what about.
-_KEY_SKIP_LEAD = frozenset(words_of("i i'm i've i'd i'll my we we're we've our me am are"))
-_KEY_WORDS = 5
-_KEY_CJK_CHARS = 12
-
-
-def _key(text: str, tags: list[str], script: Script) -> str:
-    """A short title of whole words: the opening phrase of the statement, never cut mid-word."""
-    match script:
-        case "zh":
-            return _zh_key(text) or "、".join(tags[:2])
-        case "ja":
-            body = text.strip().rstrip("。．！!…~～ ")
-            return body if len(body) <= _KEY_CJK_CHARS * 2 else "・".join(tags[:2]) or body
-        case "ko":
-            return " ".join(text.split()[:3]).rstrip(".!。")
-        case "latin":
-            return _latin_key(text) or " ".join(tags[:2])
-
-
-def _latin_key(text: str) -> str:
-    clause = re.split(r"[,;:—()\[\]]| - ", text, maxsplit=1)[0]
-    words = [w.strip("'-") for w in clause.replace("\u2019", "'").split()]
-    words = [w.strip(".!?…\"") for w in words]
-    words = [w for w in words if w]
-    while words and words[0].lower() in _KEY_SKIP_LEAD:
-        words = words[1:]
-    phrase = words[:_KEY_WORDS]
-    stop = EN_STOPWORDS | OTHER_STOPWORDS
-    while phrase and phrase[-1].lower() in stop:
-        phrase = phrase[:-1]
-    return " ".join(phrase or words[:_KEY_WORDS])
-
-
-def _zh_key(text: str) -> str:
-    """Whole jieba words from the start of the statement, up to about a dozen characters."""
-    out = ""
-    for word, flag in zh_words(text):
-        if not out and flag.startswith("r"):
-            continue  # the leading 我 / 我们
-        if re.fullmatch(r"[\s，,。！？!?；;：:、…]+", word):
-            if len(out) >= 4:
-                break
-            continue
-        if out and len(out) + len(word) > _KEY_CJK_CHARS:
-            break
-        out += word
-    return out[: _KEY_CJK_CHARS * 2]
-
-
 def _annotate(text: str, spans: list[DateSpan], zh: bool) -> str:
     """The text with each resolved date added in brackets right after its phrase."""
     out: list[str] = []
@@ -261,7 +210,7 @@ def item_from_sentence(
         node_type = "event"
         category = "事件" if zh else "event"
     tags = tags_for(sentence)
-    key = _key(sentence, tags, script)
+    key = short_title(sentence, tags, script)
     if speaker:
         value = f"{speaker}: {value}"
         memory_type = "LongTermMemory"
@@ -316,7 +265,7 @@ def extract_doc(text: str) -> tuple[list[RuleItem], str]:
             tags = tags_for(group)
             items.append(
                 RuleItem(
-                    key=heading or _key(group, tags, script),
+                    key=heading or short_title(group, tags, script),
                     memory_type="LongTermMemory",
                     value=group,
                     tags=tags,

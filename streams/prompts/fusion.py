@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from streams.llm.port import ChatMessage, Task
 from streams.prompts.conflict import MemoryStatement, Relation, describe_memory, newer_label
 from streams.prompts.conflict_rules import informativeness
-from streams.prompts.textutil import is_mostly_chinese
+from streams.prompts.textutil import is_mostly_chinese, short_title
 
 MAX_TAGS = 10
 
@@ -180,11 +180,8 @@ def _closed(sentence: str) -> str:
 
 
 def fallback_key(text: str) -> str:
-    """A title when neither memory has one: the first sentence's first words (or characters)."""
-    first = re.split(r"(?<=[.!?])\s|[。！？；;]", text.strip(), maxsplit=1)[0]
-    if is_mostly_chinese(first):
-        return re.sub(r"[。！？，,.\s]", "", first)[:12]
-    return " ".join(first.split()[:6]).rstrip(".!?,")
+    """A title when neither memory has one: the opening words of the text, whole words."""
+    return short_title(text)
 
 
 FUSION: Task[FusionContext, FusionResponse] = Task(

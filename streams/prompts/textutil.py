@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from types import ModuleType
 from typing import Literal
@@ -259,3 +260,58 @@ def tags_for(text: str, *, limit: int = 4) -> list[str]:
             return spaced_terms(text)[:limit]
         case "latin":
             return [w.lower() for w in en_content_words(text)][:limit]
+
+
+_TITLE_SKIP_LEAD = frozenset(words_of("i i'm i've i'd i'll my we we're we've our me am are"))
+_TITLE_WORDS = 5
+_TITLE_CJK_CHARS = 12
+
+
+def short_title(text: str, tags: Sequence[str] = (), script: Script | None = None) -> str:
+    """A short title of whole words: the opening phrase of the statement, never cut mid-word
+    (Chinese segmented by jieba); ``tags`` stand in when the opening gives nothing usable."""
+    match script or script_of(text):
+        case "zh":
+            return _zh_title(text) or "、".join(tags[:2])
+        case "ja":
+            body = text.strip().rstrip("。．！!…~～ ")
+            if len(body) <= _TITLE_CJK_CHARS * 2:
+                return body
+            # no segmenter for Japanese: the first clause when short, else the tags
+            clause = re.split(r"[、，,。]", body, maxsplit=1)[0]
+            return ("・".join(tags[:2]) or clause if len(clause) > _TITLE_CJK_CHARS * 2
+                    else clause)
+        case "ko":
+            return " ".join(text.split()[:3]).rstrip(".!。")
+        case "latin":
+            return _latin_title(text) or " ".join(tags[:2])
+
+
+def _latin_title(text: str) -> str:
+    clause = re.split(r"[,;:—()\[\]]| - ", text, maxsplit=1)[0]
+    words = [w.strip("'-") for w in clause.replace("\u2019", "'").split()]
+    words = [w.strip(".!?…\"") for w in words]
+    words = [w for w in words if w]
+    while words and words[0].lower() in _TITLE_SKIP_LEAD:
+        words = words[1:]
+    phrase = words[:_TITLE_WORDS]
+    stop = EN_STOPWORDS | OTHER_STOPWORDS
+    while phrase and phrase[-1].lower() in stop:
+        phrase = phrase[:-1]
+    return " ".join(phrase or words[:_TITLE_WORDS])
+
+
+def _zh_title(text: str) -> str:
+    """Whole jieba words from the start of the statement, up to about a dozen characters."""
+    out = ""
+    for word, flag in zh_words(text):
+        if not out and flag.startswith("r"):
+            continue  # the leading 我 / 我们
+        if re.fullmatch(r"[\s，,。！？!?；;：:、…]+", word):
+            if len(out) >= 4:
+                break
+            continue
+        if out and len(out) + len(word) > _TITLE_CJK_CHARS:
+            break
+        out += word
+    return out[: _TITLE_CJK_CHARS * 2]

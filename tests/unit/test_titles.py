@@ -1,0 +1,32 @@
+"""Titles (keys) made when nobody supplied one: whole words, never a word cut in half."""
+
+from __future__ import annotations
+
+import jieba
+
+from streams.memory.logic import build_node
+from streams.prompts.fusion import fallback_key
+from streams.prompts.textutil import short_title
+from topics.events import ExtractedMemory
+
+
+def test_a_long_chinese_statement_gets_a_title_of_whole_words() -> None:
+    text = "我们全家下个月要去云南大理古城旅游顺便拜访住在那里的外婆"
+    title = short_title(text)
+    assert title and text.find(title) >= 0
+    words = list(jieba.cut(text))
+    # the title ends where a segmented word ends: a prefix of the word sequence
+    ends = {len("".join(words[:n])) for n in range(len(words) + 1)}
+    assert text.find(title) + len(title) in ends
+
+
+def test_fallback_key_and_the_add_stage_default_key_agree() -> None:
+    for text in ("养了一只叫小白的猫，它三岁了。", "I no longer eat meat because of my health."):
+        node = build_node(ExtractedMemory(user_id="u", cube_id="u", memory=text))
+        assert node.metadata.key == fallback_key(text) == short_title(text)
+    assert short_title("I no longer eat meat because of my health.") == "no longer eat meat"
+
+
+def test_japanese_and_korean_titles_keep_their_script() -> None:
+    assert short_title("私は毎朝コーヒーを飲みます。") == "私は毎朝コーヒーを飲みます"
+    assert short_title("저는 서울에 살아요.") == "저는 서울에 살아요"
