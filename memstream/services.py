@@ -168,7 +168,7 @@ def _stale(pid: int | None, alive: bool, last: str | None) -> str:
 
 
 async def status(data_dir: Path) -> Status:
-    """What runs, and for what does not, what the state files say (read-only)."""
+    """What runs, and for what does not, what its state files said (stale ones are removed)."""
     broker_dir, falkor_dir = data_dir / "broker", data_dir / "falkordb"
     notes: dict[str, str] = {}
     b_pid, f_rec, w_rec = broker_pid(broker_dir), FalkorDBServer.recorded(falkor_dir), \
