@@ -74,17 +74,24 @@ async def stack(tmp_path: Path) -> AsyncIterator[Path]:
     data_dir = tmp_path / "data"
     up = run(["up"], data_dir)
     assert up.returncode == 0, up.stdout + up.stderr
-    pids = {"broker": broker_pid(data_dir / "broker"),
-            "falkordb": (FalkorDBServer.recorded(data_dir / "falkordb") or (None, 0))[0]}
+    pids: dict[str, int | None] = {
+        "first broker": broker_pid(data_dir / "broker"),
+        "first falkordb": (FalkorDBServer.recorded(data_dir / "falkordb") or (None, 0))[0],
+    }
     try:
         yield data_dir
     finally:
+        # the ones running now (restarted ones included) must be gone after `down` too
+        pids["last broker"] = broker_pid(data_dir / "broker")
+        pids["last falkordb"] = (FalkorDBServer.recorded(data_dir / "falkordb") or (None, 0))[0]
+        if (data_dir / "worker.json").exists():
+            pids["last worker"] = worker_pid(data_dir)
         down = run(["down"], data_dir, timeout=120)
         assert down.returncode == 0, down.stdout + down.stderr
         for name, pid in pids.items():
             if pid is not None and pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
-                pytest.fail(f"the first {name} (pid {pid}) outlived `memstream down`")
+                pytest.fail(f"the {name} (pid {pid}) outlived `memstream down`")
     left = our_processes(data_dir)
     assert not left, f"processes left behind: {left}"
 
