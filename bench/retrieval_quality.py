@@ -41,8 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memstream.stack import EmbeddedStack  # noqa: E402
 from streams.embed.local import LocalEmbedder  # noqa: E402
 from streams.worker import Worker  # noqa: E402
+from topics.admin import group_lag  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402
 from topics.events import ScoredMemory, WriteToken  # noqa: E402
+from topics.registry import WORKER_INPUTS, consumer_group  # noqa: E402
 from topics.settings import Settings  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -137,6 +139,24 @@ async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) ->
     return published
 
 
+async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> float:
+    """Wait until every stage has processed its whole input (the optimizer included), so the
+    searches see what the pipeline finally stores; returns the seconds waited."""
+    groups: dict[str, list[str]] = {}
+    for spec in WORKER_INPUTS:
+        groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        pending = 0
+        for group, names in groups.items():
+            pending += sum(sum(p.values()) for p in (await group_lag(bootstrap, group, names))
+                           .values())
+        if pending == 0:
+            return time.perf_counter() - t0
+        await asyncio.sleep(2)
+    raise TimeoutError(f"the pipeline still had records to process after {timeout:.0f}s")
+
+
 async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question,
                          k: int) -> list[set[str]]:
     results = await asyncio.gather(*(client.search(cube_of(conv, s), q.text, top_k=k)
@@ -151,6 +171,20 @@ async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question,
         seen.add(text)
         out.append(covered(hit))
     return out[:k]
+
+
+async def all_hits(client: MemoryClient, convs: list[Conversation], k: int,
+                   concurrency: int) -> dict[tuple[str, str], list[set[str]]]:
+    """Every question's merged hits, ``concurrency`` questions at a time."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(conv: Conversation, q: Question) -> list[set[str]]:
+        async with slots:
+            return await memstream_hits(client, conv, q, k)
+
+    keys = [(c, q) for c in convs for q in c.questions]
+    found = await asyncio.gather(*(one(c, q) for c, q in keys))
+    return {(c.name, q.text): hits for (c, q), hits in zip(keys, found, strict=True)}
 
 
 async def dense_hits(embedder: LocalEmbedder, convs: list[Conversation],
@@ -180,6 +214,8 @@ async def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
                         help="also run the questions with these search settings changed "
                         "(e.g. episode_weight=1.0 or keyword_weight=0), same ingestion")
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="questions searched at once (each searches every speaker's cube)")
     parser.add_argument("--keep", type=Path,
                         help="data dir to use and keep (default: temp); when it already holds "
                         "this ingestion, only the searches run again")
@@ -213,6 +249,8 @@ async def main() -> None:
                 marker.write_text(json.dumps({"done": done, "s": ingest_s, "chunks": chunks}))
             print(f"ingested {chunks} chunks ({2 * n_turns} turn copies) in {ingest_s:.0f}s "
                   f"({2 * n_turns / ingest_s:.1f} turns/s)", flush=True)
+            waited = await settle(settings, stack.bootstrap)
+            print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
             assert worker.deps is not None
             counts = [await worker.deps.graph.count_by_type(cube_of(conv, s))
                       for conv in convs for s in conv.speakers]
@@ -220,10 +258,7 @@ async def main() -> None:
                 f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
                 f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
             t0 = time.perf_counter()
-            ours: dict[tuple[str, str], list[set[str]]] = {}
-            for conv in convs:
-                for q in conv.questions:
-                    ours[(conv.name, q.text)] = await memstream_hits(client, conv, q, max(ks))
+            ours = await all_hits(client, convs, max(ks), args.concurrency)
             search_s = time.perf_counter() - t0
             variants: dict[str, dict[tuple[str, str], list[set[str]]]] = {}
             default_search = worker.deps.settings.search
@@ -233,8 +268,7 @@ async def main() -> None:
                                                          **changes})
                 worker.deps.settings = worker.deps.settings.model_copy(
                     update={"search": changed})
-                variants[variant] = {(c.name, q.text): await memstream_hits(client, c, q, max(ks))
-                                     for c in convs for q in c.questions}
+                variants[variant] = await all_hits(client, convs, max(ks), args.concurrency)
             worker.deps.settings = worker.deps.settings.model_copy(
                 update={"search": default_search})
     dense = await dense_hits(LocalEmbedder(), convs, max(ks))

@@ -103,8 +103,11 @@ async def run_demo(settings: Settings | None = None, console: Console | None = N
                     for memory_type in ("UserMemory", "LongTermMemory"):
                         items += await worker.deps.graph.all_of_type(DEMO_USER, memory_type)
                     console.print(_table(sorted(items, key=lambda i: i.metadata.created_at)))
-                    console.print(f"{len(items)} memories stored, "
-                                  f"{await worker.deps.vectors.count(DEMO_USER)} vectors")
+                    counts = await worker.deps.graph.count_by_type(DEMO_USER)
+                    console.print(
+                        f"{len(items)} memories stored; also {counts.get('EpisodicMemory', 0)} "
+                        f"episodes (the chunks as said) and {counts.get('WorkingMemory', 0)} "
+                        "working-memory entries")
                     await _search_and_refresh(client, console)
             finally:
                 with console.status("Stopping…"):

@@ -154,14 +154,13 @@ class SearchSettings(BaseModel):
     # fused by reciprocal rank, sum of weight / (rrf_k + rank), then weighted by level.
     rrf_k: int = Field(default=60, ge=1)
     vector_weight: float = Field(default=1.0, ge=0)
-    keyword_weight: float = Field(default=1.0, ge=0)
+    keyword_weight: float = Field(default=0.15, ge=0)
     key_weight: float = Field(default=1.0, ge=0)
     tag_weight: float = Field(default=0.5, ge=0)
-    # An episode holds a whole chunk of turns; at equal rank the statement itself reads better.
-    episode_weight: float = Field(default=0.9, ge=0)
-    # Off by default until the LoCoMo bench runs through: in three runs FalkorDB closed its
-    # connection while a bench searched a 2,400-node cube with it on (cause not yet found).
-    keyword_recall: bool = False
+    # An episode (a chunk's turns) against a statement at equal rank; below 1 puts statements
+    # first, above 1 the turns around them.
+    episode_weight: float = Field(default=1.0, ge=0)
+    keyword_recall: bool = True
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each
     # request is answered as soon as it arrives).
