@@ -142,6 +142,14 @@ async def _up(settings: Settings) -> None:
                 return
             console.print(f"worker pid {pid} did not finish starting; restarting it")
             await stop_worker(settings.data_dir)
+        elif "broker" in stack.started:
+            # The embedded broker loses what it acknowledged in its last unsaved second,
+            # committed offsets included; faust cannot follow offsets that move back (it
+            # drops the redelivered records and never commits that partition again), so
+            # the worker restarts from what the broker kept (stages are idempotent).
+            console.print(f"the broker was restarted: restarting worker pid {pid} so it "
+                          "resumes from the offsets the broker kept")
+            await stop_worker(settings.data_dir)
         elif (info.get("bootstrap"), info.get("graph")) != (stack.bootstrap, stack.graph_uri):
             console.print(f"worker pid {pid} uses {info.get('bootstrap')} and "
                           f"{info.get('graph')}; restarting it on the new addresses")

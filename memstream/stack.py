@@ -52,6 +52,9 @@ class EmbeddedStack:
     graph_uri: str = field(default="", init=False)
     broker: LocalBroker | None = field(default=None, init=False)
     falkordb: FalkorDBServer | None = field(default=None, init=False)
+    # The services this call had to start ("broker", "graph"); with a worker still running,
+    # that one died under it.
+    started: set[str] = field(default_factory=set, init=False)
 
     async def start(self, detached: bool = False) -> None:
         """Reuse what is configured or already running from the data dir; start the rest.
@@ -73,8 +76,9 @@ class EmbeddedStack:
                     data / "falkordb", wait_s=RESTART_WAIT_S)) is not None:
                 self.graph_uri = running.uri
             else:
-                server = FalkorDBServer(data / "falkordb",
-                                        _reusable(FalkorDBServer.last_port(data / "falkordb")),
+                last = FalkorDBServer.last_port(data / "falkordb")
+                self.started.add("graph")
+                server = FalkorDBServer(data / "falkordb", _reusable(last),
                                         startup_timeout_s=RESTART_WAIT_S)
                 self.graph_uri = await server.start(detached=detached)
                 self.falkordb = None if detached else server
@@ -97,6 +101,7 @@ class EmbeddedStack:
             if pid is None or not pid_alive(pid) or loop.time() > deadline:
                 break
             await asyncio.sleep(0.2)  # alive but not answering yet
+        self.started.add("broker")
         broker = create_broker(self.settings.kafka.embedded_broker, directory,
                                _reusable(last_port(directory)))
         return await broker.start(detached=True)
