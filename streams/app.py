@@ -220,18 +220,37 @@ def register_batch_agent(
         batches = stream.take_events(batch_size, within=within_s)  # type: ignore[attr-defined]
         async for events in batches:
             raws = [raw_of(e) for e in events]
+            handled = False
             try:
-                outgoing = await handler(raws)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - last line of defence: dead-letter, go on
-                log.exception("%s: batch of %d failed outside the handler", name, len(raws))
-                outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
-            await send_until_sent(bound, name, outgoing, backoff)
+                try:
+                    outgoing = await handler(raws)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - last line of defence: dead-letter
+                    log.exception("%s: batch of %d failed outside the handler", name, len(raws))
+                    outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
+                await send_until_sent(bound, name, outgoing, backoff)
+                handled = True
+            finally:
+                if not handled:
+                    hold_unhandled(events)
             stats.processed += len(raws)
             yield len(raws)
 
     bound.app.agent(channel, name=name)(agent)
+
+
+def hold_unhandled(events: Sequence[EventT[Any]]) -> None:
+    """Keep a batch the agent did not finish from being committed.
+
+    faust's ``take_events`` acks every event of a batch in its own ``finally``, so a worker
+    stopped (or rebalanced away) mid-batch would commit records it never handled, and the
+    worker taking the partition over would start after them: lost without a trace. One more
+    reference per message keeps that ack from reaching the consumer; the records stay
+    uncommitted and are redelivered to whoever owns the partition next.
+    """
+    for event in events:
+        event.message.incref()
 
 
 async def send_until_sent(bound: BoundTopics, name: str, outgoing: Sequence[Outgoing],

@@ -129,11 +129,9 @@ async def check_exactly_once(shared: Shared, tokens: Sequence[WriteToken], clien
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "runtime bug, found by this test, not yet fixed (streams/app.py): about half the runs "
-    "either lose records a stopping worker had already consumed (e.g. the first 8 facts of "
-    "one cube: committed, never stored, no dead letter; likely faust's take_events acking a "
-    "batch before its handler wrote it) or leave a taken-over memory.items partition "
-    "unprocessed for 60 s"))
+    "runtime bug, not yet fixed: in some runs a taken-over memory.items partition is left "
+    "unprocessed for 60 s after the other worker stops (the lost-batch half is fixed: faust's "
+    "take_events no longer commits a batch a stopping worker did not finish)"))
 async def test_a_cleanly_stopped_worker_hands_its_partitions_to_the_other(
     shared: Shared,
 ) -> None:
