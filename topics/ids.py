@@ -5,6 +5,7 @@ Replays and redeliveries therefore upsert instead of duplicating (SPEC §7).
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 
@@ -18,8 +19,16 @@ def stable_id(*parts: object) -> str:
     return str(uuid.uuid5(NAMESPACE, _SEP.join(str(p) for p in parts)))
 
 
-def chunk_source_key(message_ids: Iterable[str]) -> str:
-    return "msgs:" + ",".join(message_ids)
+def chunk_source_key(session_id: str | None, messages: Iterable[tuple[str, str, str]]) -> str:
+    """The key of one chat chunk: its message ids plus a digest of its session and of what
+    was said (role, content). The same chunk published again (a redelivery, the same file
+    added twice) gets the same key; chunks that merely reuse message ids — a per-session
+    counter such as "m0", "m1" — do not collide and lose what the second one said."""
+    listed = list(messages)
+    digest = hashlib.sha256(_SEP.join(
+        [session_id or "", *(f"{role}{_SEP}{content}" for _, role, content in listed)]
+    ).encode()).hexdigest()[:16]
+    return "msgs:" + ",".join(message_id for message_id, _, _ in listed) + ":" + digest
 
 
 def memory_id(cube_id: str, source_key: str, index: int) -> str:

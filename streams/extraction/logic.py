@@ -69,7 +69,8 @@ async def _extract_chat(
         SourceRef(kind="message", message_id=m.id, role=m.role)
         for m in chunk.messages if m.role == "user"
     ) or tuple(SourceRef(kind="message", message_id=m.id, role=m.role) for m in chunk.messages)
-    source_key = chunk_source_key(m.id for m in chunk.messages)
+    source_key = chunk_source_key(chunk.session_id,
+                                  ((m.id, m.role, m.content) for m in chunk.messages))
 
     def refs_for(ids: Sequence[str]) -> tuple[SourceRef, ...]:
         known = [i for i in dict.fromkeys(ids) if i in roles]

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from topics.events import ConversationChunk, MemoryUpdate, Reply, SearchRequest
-from topics.ids import memory_id, working_copy_id
+from topics.ids import chunk_source_key, memory_id, working_copy_id
 from topics.registry import ALL_TOPICS, BY_SUFFIX, CONVERSATIONS, REQUESTS
 from topics.settings import Settings
 
@@ -127,3 +127,11 @@ def test_null_in_the_environment_unsets_an_optional_setting(
     monkeypatch.setenv("MEMSTREAM_WORKER__BLAS_THREADS", "0")
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Settings()
+
+
+def test_chunk_keys_follow_what_was_said_not_only_the_message_ids() -> None:
+    said = [("m0", "user", "I no longer eat meat.")]
+    assert chunk_source_key("s1", said) == chunk_source_key("s1", list(said))  # redelivery
+    # a per-session counter reused for something else said is another chunk
+    assert chunk_source_key("s1", said) != chunk_source_key("s1", [("m0", "user", "I run.")])
+    assert chunk_source_key("s1", said) != chunk_source_key("s2", said)
