@@ -7,6 +7,7 @@
   DDL is the only part that differs); its batches stay small to keep every request under
   the endpoint's 4 KB parameter buffer. One driver serves the whole session because a new
   connection after a closed one stalls there.
+- ``memory``: the shipped in-memory double (``sinks.memory_graph``), a fresh store per test.
 
 Every test gets fresh cube ids, so tests share the servers and stores without interfering.
 Async fixtures and tests of the graph suite run on the session event loop.
@@ -22,12 +23,13 @@ import pytest
 import pytest_asyncio
 
 from sinks import cypher
-from sinks.cypher_store import CypherGraphStore
 from sinks.falkordb import FalkorDBGraphStore
 from sinks.local import FalkorDBServer
+from sinks.memory_graph import InMemoryGraphStore
 from sinks.neo4j import Neo4jGraphStore
+from sinks.ports import GraphStore
 
-GRAPH_BACKENDS = ("falkordb", "neo4j-bolt")
+GRAPH_BACKENDS = ("falkordb", "neo4j-bolt", "memory")
 BOLT_BATCH = 3  # rows per UNWIND over Bolt: ~600 B each, far below the 4 KB buffer
 
 
@@ -86,13 +88,15 @@ async def neo4j_bolt_graph_store(
 
 
 @pytest.fixture
-def graph_store(request: pytest.FixtureRequest, graph_backend: str) -> CypherGraphStore:
+def graph_store(request: pytest.FixtureRequest, graph_backend: str) -> GraphStore:
     """The adapter named by ``graph_backend`` (parametrized by the suite's generate hook)."""
     match graph_backend:
         case "falkordb":
-            store: CypherGraphStore = request.getfixturevalue("falkordb_graph_store")
+            store: GraphStore = request.getfixturevalue("falkordb_graph_store")
         case "neo4j-bolt":
             store = request.getfixturevalue("neo4j_bolt_graph_store")
+        case "memory":
+            store = InMemoryGraphStore()  # a fresh one per test: it costs nothing
         case _:
             raise AssertionError(f"unknown graph backend {graph_backend}")
     return store

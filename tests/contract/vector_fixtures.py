@@ -3,7 +3,8 @@
 To add an adapter, add its name to ``VECTOR_BACKENDS``, a ``case`` in ``make_vector_store``
 and, if it needs a service, a ``case`` in ``vector_uri``. ``milvus-server`` is a real Milvus
 2.3 standalone started once per session (tests/support/milvus_fixtures.py), and only when a
-test of that backend runs.
+test of that backend runs. ``memory`` is the shipped in-memory double; its "uri" names an
+``InMemoryVectorServer`` of the session, so a reopened store sees the same collections.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import pytest
 
 from sinks.falkordb import FalkorDBGraphStore
 from sinks.memory_store import MemoryStore
+from sinks.memory_vectors import InMemoryVectorServer, InMemoryVectorStore
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import VectorStore
 from sinks.vector_cache import CachedVectorStore
 
-VECTOR_BACKENDS = ["milvus-lite", "milvus-lite-cached", "milvus-server"]
+VECTOR_BACKENDS = ["milvus-lite", "milvus-lite-cached", "milvus-server", "memory"]
 # The consistency unit over each kind of Milvus (the cache is covered by the vector suite).
 MEMORY_STORE_BACKENDS = ["milvus-lite", "milvus-server"]
 CONTRACT_DIM = 16
+_MEMORY_SERVERS: dict[str, InMemoryVectorServer] = {}  # "uri" -> server, for the session
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +51,9 @@ def make_vector_store(backend: str, uri: str, collection: str, dim: int) -> Vect
         case "milvus-server":
             # the production settings of a server: partition key, filter templates (auto)
             return MilvusVectorStore(uri, collection, dim=dim)
+        case "memory":
+            server = _MEMORY_SERVERS.setdefault(uri, InMemoryVectorServer())
+            return InMemoryVectorStore(dim, collection, server)
         case _:
             raise AssertionError(f"unknown vector backend {backend}")
 
@@ -63,6 +69,8 @@ def vector_uri(vector_backend: str, request: pytest.FixtureRequest) -> str:
     match vector_backend:
         case "milvus-server":
             return str(request.getfixturevalue("milvus_server_uri"))
+        case "memory":
+            return "memory://contract"
         case _:
             return str(request.getfixturevalue("milvus_lite_uri"))
 
@@ -81,7 +89,7 @@ async def vector_store(
     await store.ensure_collection()
     yield store
     inner = store.inner if isinstance(store, CachedVectorStore) else store
-    if isinstance(inner, MilvusVectorStore):
+    if isinstance(inner, MilvusVectorStore | InMemoryVectorStore):
         await inner.drop()
     await store.close()
 
