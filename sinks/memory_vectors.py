@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
-from sinks.filtering import LIST_FIELDS, scalar_matches
-from sinks.milvus_expr import query_vector, search_expression, to_micros
+from sinks.milvus_expr import query_vector, record_matches, search_expression, to_micros
 from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
 from topics.models import MemoryType, Status
 
@@ -52,23 +50,6 @@ def _stored(record: VectorRecord, dim: int) -> VectorRecord:
         tags=tuple(record.tags),
         session_id=record.session_id or None,
     )
-
-
-def _record_matches(record: VectorRecord, flt: Filter) -> bool:
-    """One pushed-down filter on a record, as the Milvus expression evaluates it."""
-    actual: Any = getattr(record, flt.field)
-    value: Any = flt.value
-    if flt.field in LIST_FIELDS:
-        if flt.op == "contains":
-            return value in actual
-        return any(v in actual for v in value)  # "in": any overlap
-    if flt.field == "updated_at":  # compared as microseconds; a missing time counts as 0
-        actual = to_micros(actual)
-        value = [to_micros(v) for v in value] if flt.op == "in" else to_micros(value)
-    elif flt.field == "session_id":  # stored and compared as "" when there is no session
-        actual = actual or ""
-        value = ["" if v is None else v for v in value] if flt.op == "in" else value or ""
-    return scalar_matches(flt.op, actual, value)
 
 
 class InMemoryVectorStore:
@@ -161,7 +142,7 @@ class InMemoryVectorStore:
             for r in self._cube(cube_id).values()
             if (types is None or r.memory_type in types)
             and (status is None or r.status == status)
-            and all(_record_matches(r, f) for f in filters)
+            and all(record_matches(r, f) for f in filters)
         ]
         if not candidates:
             return []

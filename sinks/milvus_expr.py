@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
-from sinks.filtering import as_datetime, vector_filter_supported
-from sinks.ports import Filter, StoreError
+from sinks.filtering import LIST_FIELDS, as_datetime, scalar_matches, vector_filter_supported
+from sinks.ports import Filter, StoreError, VectorRecord
 from topics.models import MemoryType, Status
 
 _CMP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -166,3 +167,21 @@ def literal(value: object) -> str:
 def render(text: str, params: dict[str, object]) -> str:
     """Inline every placeholder as an escaped literal (the skeleton holds no user text)."""
     return _PLACEHOLDER.sub(lambda m: literal(params[m.group(1)]), text)
+
+
+def record_matches(record: VectorRecord, flt: Filter) -> bool:
+    """One pushed-down filter on a record, evaluated as the Milvus expression would be (the
+    cache and the in-memory store answer exactly what Milvus would)."""
+    actual: Any = getattr(record, flt.field)
+    value: Any = flt.value
+    if flt.field in LIST_FIELDS:
+        if flt.op == "contains":
+            return value in actual
+        return any(v in actual for v in value)  # "in": any overlap
+    if flt.field == "updated_at":  # compared as microseconds; a missing time counts as 0
+        actual = to_micros(actual) if actual else 0
+        value = [to_micros(v) for v in value] if flt.op == "in" else to_micros(value)
+    elif flt.field == "session_id":  # stored and compared as "" when there is no session
+        actual = actual or ""
+        value = ["" if v is None else v for v in value] if flt.op == "in" else value or ""
+    return scalar_matches(flt.op, actual, value)

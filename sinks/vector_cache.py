@@ -14,12 +14,10 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
-from sinks.filtering import LIST_FIELDS, scalar_matches
-from sinks.milvus_expr import query_vector, search_expression, to_micros
+from sinks.milvus_expr import query_vector, record_matches, search_expression
 from sinks.ports import Filter, VectorHit, VectorRecord, VectorStore
 from topics.models import MemoryType, Status
 
@@ -77,20 +75,6 @@ class _CubeIndex:
         if not self.ids:
             return self.ids, np.empty((0, 0), dtype=np.float32)
         return self.ids, self._stacked(np.stack([self.unit[i] for i in self.ids]))
-
-
-def _record_matches(record: VectorRecord, flt: Filter) -> bool:
-    """``filtering.matches`` for the fields a VectorRecord carries (the pushed-down filters)."""
-    actual: Any = getattr(record, flt.field)
-    value: Any = flt.value
-    if flt.field in LIST_FIELDS:
-        if flt.op == "contains":
-            return value in actual
-        return any(v in actual for v in value)  # "in": any overlap
-    if flt.field == "updated_at":  # compared as microseconds; a missing time counts as 0
-        actual = to_micros(actual) if actual else 0
-        value = [to_micros(v) for v in value] if flt.op == "in" else to_micros(value)
-    return scalar_matches(flt.op, actual, value)
 
 
 class CachedVectorStore:
@@ -232,7 +216,7 @@ class CachedVectorStore:
                 continue
             if status is not None and record.status != status:
                 continue
-            if all(_record_matches(record, f) for f in filters):
+            if all(record_matches(record, f) for f in filters):
                 hits.append(VectorHit(record.id, float(scores[row]), record))
                 if len(hits) == top_k:
                     break
