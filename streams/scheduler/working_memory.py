@@ -243,7 +243,12 @@ async def current_working_memory(
     if last.refs:
         first = {last.refs[0], working_copy_id(last.refs[0])}
         if any(c.id in first and c.metadata.updated_at == last.at for c in copies):
-            return drop_short_and_repeats(graph, 0)
+            # applied — but the sink writes the new copies before it deletes the old ones:
+            # a copy neither in the replacement nor added since is on its way out
+            kept = {*last.refs, *(working_copy_id(r) for r in last.refs)}
+            return drop_short_and_repeats(
+                [e for c, e in zip(copies, graph, strict=True)
+                 if c.id in kept or c.metadata.updated_at > last.at], 0)
     newer = [entry_of_copy(c) for c in copies if c.metadata.updated_at > last.at]
     pending = [Entry(ref=ref, text=text, vector_id=ref)
                for ref, text in zip(last.refs, last.texts, strict=True)]
