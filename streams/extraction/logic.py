@@ -17,6 +17,7 @@ from streams.prompts.extraction import (
     ExtractionMessage,
     ExtractionResponse,
 )
+from streams.prompts.textutil import tags_for
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ConversationChunk, ExtractedMemory, Message, Origin
 from topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
@@ -125,7 +126,10 @@ def _episode(chunk: ConversationChunk, origin: Origin | None, source_key: str) -
         key=f"{', '.join(speakers)} · {first:%Y-%m-%d %H:%M}",
         memory_type="EpisodicMemory",
         type="event",
-        tags=tuple(speakers),
+        # the people named in it (a bare role such as "User" says nothing) and its main words
+        tags=tuple(dict.fromkeys([
+            *(m.name.strip() for m in chunk.messages if m.name and m.name.strip()),
+            *tags_for(" ".join(m.content for m in chunk.messages))])),
         source="conversation",
         sources=(*(SourceRef(kind="message", message_id=m.id, role=m.role)
                    for m in chunk.messages), *origin_ref),

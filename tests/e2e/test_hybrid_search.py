@@ -60,6 +60,9 @@ async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
     ]
     assert {r.message_id for r in episode.metadata.sources if r.message_id} == {"m0", "m1", "m2"}
     assert episode.metadata.session_id == "s1"
+    # the people named (not a bare "Assistant") and the main words said
+    assert episode.metadata.tags[0] == "Eve" and "Assistant" not in episode.metadata.tags
+    assert "greyhound" in episode.metadata.tags
 
     # provenance both ways: each extracted memory names the episode and has an edge to it
     facts = await client.get_all("eve", memory_type="LongTermMemory") + \
