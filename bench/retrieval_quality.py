@@ -41,10 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memstream.stack import EmbeddedStack  # noqa: E402
 from streams.embed.local import LocalEmbedder  # noqa: E402
 from streams.worker import Worker  # noqa: E402
-from topics.admin import group_lag  # noqa: E402
+from topics.admin import worker_lag  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402
 from topics.events import ScoredMemory, WriteToken  # noqa: E402
-from topics.registry import WORKER_INPUTS, consumer_group  # noqa: E402
 from topics.settings import Settings  # noqa: E402
 
 # Questions with no evidence to retrieve (LoCoMo's adversarial category) are left out by
@@ -151,15 +150,9 @@ async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) ->
 async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> float:
     """Wait until every stage has processed its whole input (the optimizer included), so the
     searches see what the pipeline finally stores; returns the seconds waited."""
-    groups: dict[str, list[str]] = {}
-    for spec in WORKER_INPUTS:
-        groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
-        pending = 0
-        for group, names in groups.items():
-            pending += sum(sum(p.values()) for p in (await group_lag(bootstrap, group, names))
-                           .values())
+        pending = sum(sum(p.values()) for p in (await worker_lag(settings, bootstrap)).values())
         if pending == 0:
             return time.perf_counter() - t0
         await asyncio.sleep(2)

@@ -183,8 +183,7 @@ def status(data_dir: Path | None) -> None:
 
 async def _status(settings: Settings) -> None:
     from memstream.services import status as service_status
-    from topics.admin import group_lag
-    from topics.registry import WORKER_INPUTS, consumer_group
+    from topics.admin import worker_lag
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker
@@ -201,12 +200,7 @@ async def _status(settings: Settings) -> None:
     table.add_row("worker", worker)
     console.print(table)
     if bootstrap:
-        groups: dict[str, list[str]] = {}
-        for spec in WORKER_INPUTS:
-            groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
-        lag: dict[str, dict[int, int]] = {}
-        for group, names in groups.items():
-            lag.update(await group_lag(bootstrap, group, names))
+        lag = await worker_lag(settings, bootstrap)
         rows = [(t, sum(p.values())) for t, p in sorted(lag.items()) if p]
         if rows:
             lag_table = Table("topic", "lag (records not yet processed)")

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, for_code
 
-from topics.registry import ALL_TOPICS, TopicSpec
+from topics.registry import ALL_TOPICS, WORKER_INPUTS, TopicSpec, consumer_group
 from topics.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -264,4 +264,16 @@ async def group_lag(
     for tp, meta in sorted(committed.items()):
         base = meta.offset if meta.offset >= 0 else starts[tp]
         lag.setdefault(tp.topic, {})[tp.partition] = max(ends[tp] - base, 0)
+    return lag
+
+
+async def worker_lag(settings: Settings, bootstrap: str) -> dict[str, dict[int, int]]:
+    """Records the workers have not yet processed: input topic -> partition -> lag, over
+    every stage's consumer group."""
+    groups: dict[str, list[str]] = {}
+    for spec in WORKER_INPUTS:
+        groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
+    lag: dict[str, dict[int, int]] = {}
+    for group, names in groups.items():
+        lag.update(await group_lag(bootstrap, group, names))
     return lag
