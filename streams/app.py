@@ -152,6 +152,9 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         settings.app_id,
         broker=f"kafka://{bootstrap}",
         store="memory://",
+        # faust's own directory (table state, unused with memory:// tables) stays under the
+        # data directory instead of appearing as "<app_id>-data" in the working directory
+        datadir=str(settings.data_dir / "faust"),
         autodiscover=False,
         web_enabled=False,
         topic_disable_leader=True,
