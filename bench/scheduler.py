@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.search import make_nodes, memory_texts, pct  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
 from sinks.vector_cache import CachedVectorStore  # noqa: E402
-from streams.memory.logic import working_copy  # noqa: E402
+from streams.core.working_memory import working_copy  # noqa: E402
 from streams.scheduler.agent import SchedulerStats  # noqa: E402
 from streams.worker import Worker  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memstream.stack import EmbeddedStack  # noqa: E402
 from sinks.vector_cache import CachedVectorStore  # noqa: E402
+from streams.core.working_memory import working_copy  # noqa: E402
 from streams.embed.local import LocalEmbedder  # noqa: E402
-from streams.memory.logic import working_copy  # noqa: E402
 from streams.worker import Worker  # noqa: E402
 from topics.client import MemoryClient  # noqa: E402
 from topics.ids import stable_id  # noqa: E402

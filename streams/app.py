@@ -28,10 +28,8 @@ from streams.runtime import (
     is_outage,
     make_batch_handler,
 )
-from topics.events import WriteToken
 from topics.members import worker_client_id
 from topics.models import utcnow
-from topics.progress import Progress
 from topics.registry import ALL_TOPICS, TopicSpec
 from topics.settings import Settings
 
@@ -298,32 +296,4 @@ def register_stage(
                                  deps.settings.limits)
     w = deps.settings.worker
     register_batch_agent(bound, spec, name, handler, stats, w.batch_size, w.batch_within_s)
-    return stats
-
-
-def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[str, StageStats]:
-    """Register every stage of the pipeline on the app; returns per-stage counters."""
-    from streams.commands.agent import register as register_commands
-    from streams.extraction.agent import register as register_extraction
-    from streams.memory.agent import register as register_memory
-    from streams.search.agent import register as register_search
-
-    stats: dict[str, StageStats] = {}
-    stats["extraction"] = register_extraction(bound, deps)
-    stats["memory.add"] = register_memory(bound, deps)
-    stats["commands"] = register_commands(bound, deps)
-
-    async def wait(token: WriteToken, timeout: float) -> None:
-        await progress.wait_applied(token, timeout=timeout)
-
-    stats["search"] = register_search(bound, deps, wait)
-    if deps.settings.reorganize.enabled:
-        from streams.reorganize.agent import register as register_reorganize
-
-        stats["reorganize"], bound.services["reorganize"] = register_reorganize(
-            bound, deps, progress)
-    if deps.settings.scheduler.enabled:
-        from streams.scheduler.agent import register as register_scheduler
-
-        stats.update(register_scheduler(bound, deps))
     return stats

@@ -17,13 +17,20 @@ from threadpoolctl import threadpool_limits
 from sinks.graph_factory import create_graph_store
 from sinks.memory_store import MemoryStore
 from sinks.vector_factory import create_vector_store
-from streams.app import BoundTopics, create_app, register_stages
+from streams.app import BoundTopics, create_app
+from streams.commands.agent import register as register_commands
 from streams.embed.factory import create_embedder
 from streams.embed.port import Embedder
+from streams.extraction.agent import register as register_extraction
 from streams.llm.factory import create_llm
 from streams.llm.port import LLM
+from streams.memory.agent import register as register_memory
+from streams.reorganize.agent import register as register_reorganize
 from streams.runtime import Clock, Deps, StageStats
+from streams.scheduler.agent import register as register_scheduler
+from streams.search.agent import register as register_search
 from topics.admin import ensure_topics
+from topics.events import WriteToken
 from topics.kafka_compat import configure_fetch_pause
 from topics.members import remove_stale_members
 from topics.models import utcnow
@@ -124,3 +131,25 @@ class Worker:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[str, StageStats]:
+    """Register every stage of the pipeline on the app; returns per-stage counters.
+
+    The one place that knows every stage: stages import only ``streams.core``, the runtime
+    and the prompts, never each other or this module."""
+    stats: dict[str, StageStats] = {}
+    stats["extraction"] = register_extraction(bound, deps)
+    stats["memory.add"] = register_memory(bound, deps)
+    stats["commands"] = register_commands(bound, deps)
+
+    async def wait(token: WriteToken, timeout: float) -> None:
+        await progress.wait_applied(token, timeout=timeout)
+
+    stats["search"] = register_search(bound, deps, wait)
+    if deps.settings.reorganize.enabled:
+        stats["reorganize"], bound.services["reorganize"] = register_reorganize(
+            bound, deps, progress)
+    if deps.settings.scheduler.enabled:
+        stats.update(register_scheduler(bound, deps))
+    return stats

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
+from streams.core.working_memory import replace_working_memory
 from streams.runtime import Deps, Outgoing, PermanentError, Record
-from streams.scheduler.sink import replace_working_memory
 from topics.events import (
     BackupCube,
     DeleteCube,

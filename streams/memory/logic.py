@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from sinks.memory_store import EmbedNodes
-from streams.memory.merge import (
+from streams.core.merge import (
     HARD_UPDATE,
     Merge,
     apply,
@@ -25,6 +25,7 @@ from streams.memory.merge import (
     recorded_merge,
     resolve,
 )
+from streams.core.working_memory import working_copy
 from streams.prompts.textutil import short_title
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
@@ -70,17 +71,6 @@ def build_node(item: ExtractedMemory) -> MemoryItem:
             created_at=stamp,
             updated_at=stamp,
             memory_time=item.memory_time,
-        ),
-    )
-
-
-def working_copy(node: MemoryItem) -> MemoryItem:
-    """Every new memory also enters working memory (SPEC §3.2 step 2)."""
-    return MemoryItem(
-        id=working_copy_id(node.id),
-        memory=node.memory,
-        metadata=node.metadata.model_copy(
-            update={"memory_type": "WorkingMemory", "origin_id": node.id}
         ),
     )
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import numpy as np
 
 from sinks.ports import Filter
+from streams.core.merge import apply, resolve
 from streams.llm.port import LLMError
-from streams.memory.merge import apply, resolve
 from streams.prompts.aggregate import AGGREGATE, AggregateContext
 from streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
 from streams.prompts.members import MemberNote

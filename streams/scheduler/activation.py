@@ -12,8 +12,8 @@ from datetime import datetime
 
 from streams.prompts.promptkit import clip
 from streams.runtime import Deps, Outgoing
+from streams.scheduler.planning import current_working_memory
 from streams.scheduler.state import CubeState
-from streams.scheduler.working_memory import current_working_memory
 from topics.events import ActivationMemory
 from topics.ids import derived_event_id
 from topics.registry import ACTIVATION_MEMORY

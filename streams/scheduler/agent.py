@@ -21,6 +21,7 @@ from typing import Any
 import faust
 
 from streams.app import BatchHandler, BoundTopics, register_batch_agent
+from streams.core.working_memory import SINK_STAGE, apply_replacements
 from streams.runtime import (
     Deps,
     Outgoing,
@@ -34,9 +35,8 @@ from streams.runtime import (
 )
 from streams.scheduler.activation import activation_event, due_for_render
 from streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
-from streams.scheduler.sink import SINK_STAGE, apply_replacements
+from streams.scheduler.planning import QueryVectors
 from streams.scheduler.state import CubeState, state_key
-from streams.scheduler.working_memory import QueryVectors
 from topics.admin import TopicPlan, ensure_plans
 from topics.events import ScheduleMessage
 from topics.registry import SCHEDULE_ADD, SCHEDULE_ANSWER, SCHEDULE_QUERY, WORKING_MEMORY

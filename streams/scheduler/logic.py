@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streams.core.retrieval import search
+from streams.core.working_memory import Entry, admissible, entry_of_node
 from streams.llm.port import LLMError
 from streams.prompts.scheduler import (
     KEYWORDS,
@@ -26,16 +28,8 @@ from streams.prompts.scheduler import (
     rules_decision,
 )
 from streams.runtime import Deps, Outgoing, PermanentError
+from streams.scheduler.planning import QueryVectors, current_working_memory, plan_working_memory
 from streams.scheduler.state import CubeState, LastReplacement, QueryRecord
-from streams.scheduler.working_memory import (
-    Entry,
-    QueryVectors,
-    admissible,
-    current_working_memory,
-    entry_of_node,
-    plan_working_memory,
-)
-from streams.search.logic import search
 from topics.events import (
     KNOWN_SCHEDULE_LABELS,
     MemoryUpdate,

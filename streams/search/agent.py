@@ -12,7 +12,7 @@ import logging
 
 from streams.app import BoundTopics
 from streams.runtime import Deps, RawRecord, StageStats
-from streams.search.handlers import WaitApplied, answer, record_usage
+from streams.search.logic import WaitApplied, answer, record_usage
 from topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")

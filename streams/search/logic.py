@@ -1,337 +1,238 @@
-"""The Searcher (SPEC §3.4): goal parsing, parallel recall, rerank, reasoning, trim.
+"""Answer one request: validate, dispatch by ``op``, and build the reply.
 
-Pure async logic over the ports: a ``SearchRequest`` and ``Deps`` in, scored
-memories out. Usage is recorded by the caller after the reply is sent.
+Invalid requests, requests over a size limit and unknown cubes get error replies (never
+a timeout) whenever the payload names where to reply; only a payload with no usable reply
+address (or nested too deep to parse safely) becomes a dead letter. No reply exceeds
+``limits.event_bytes``: a get_all page carries fewer nodes and says so, any other reply
+that would is replaced by an error naming the limit. Usage is recorded by the agent after
+the reply is sent.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from sinks.filtering import matches_all, vector_filter_supported
-from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from streams.llm.port import LLMError
-from streams.prompts.search import (
-    GOAL_PARSER,
-    REASONER,
-    GoalContext,
-    HistoryTurn,
-    ReasonerCandidate,
-    ReasonerContext,
-    ids_from_free_text,
+from streams.core.retrieval import search
+from streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from topics.events import (
+    ErrorInfo,
+    GetAllRequest,
+    GetRequest,
+    NodesResult,
+    Reply,
+    ReplyResult,
+    RequestBase,
+    SearchRequest,
+    SearchResult,
+    SubgraphRequest,
+    SubgraphResult,
+    WorkingMemoryRequest,
+    WriteToken,
 )
-from streams.runtime import Deps
-from streams.search.filters import parse_search_filter
-from topics.events import ScoredMemory, SearchRequest
-from topics.models import MemoryItem, MemoryType
+from topics.limits import LimitExceeded, check_content, check_depth, check_raw
+from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
+from topics.registry import REPLIES, REQUESTS
+from topics.settings import LimitsSettings
 
 log = logging.getLogger("memstream.search")
+STAGE = "search"
 
-STORED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
-# Extra nodes read per round beyond those still wanted, for hits the graph or dedupe drops.
-MATERIALIZE_SLACK = 5
+WaitApplied = Callable[[WriteToken, float], Awaitable[None]]
 
 
-@dataclass
-class Goal:
-    """What to look for: keys for graph recall, texts to embed for vector recall."""
-
-    keys: list[str]
-    tags: list[str]
-    rephrasings: list[str]
-    mode_used: str = "fast"
+class UnknownCube(LookupError):
+    """The cube holds no memories at all."""
 
 
 @dataclass
-class Candidates:
-    """Recalled ids: nodes already read from the graph, vector hits whose node is read only
-    if they rank high enough to be returned (most never are), and the ranked lists of the
-    recalls that rank by something other than the query's cosine (keyword, key, tags)."""
+class Answer:
+    """What answering a request produced: events to send, then usage to record."""
 
-    items: dict[str, MemoryItem] = field(default_factory=dict)
-    records: dict[str, VectorRecord] = field(default_factory=dict)
-    cosines: dict[str, float] = field(default_factory=dict)  # hits of the query's own vector
-    ranked: dict[str, list[str]] = field(default_factory=dict)  # recall name -> ids, best first
-
-    def add(self, nodes: Sequence[MemoryItem], recall: str | None = None) -> None:
-        for node in nodes:
-            self.items.setdefault(node.id, node)
-        if recall is not None and nodes:
-            self.ranked[recall] = list(dict.fromkeys(n.id for n in nodes))
-
-    def add_hits(self, hits: Sequence[VectorHit], of_query: bool) -> None:
-        for hit in hits:
-            self.records.setdefault(hit.id, hit.record)
-            if of_query:
-                self.cosines[hit.id] = hit.score
-
-    def ids(self) -> list[str]:
-        return list(dict.fromkeys([*self.items, *self.records]))
+    outgoing: list[Outgoing] = field(default_factory=list)
+    used: list[MemoryItem] = field(default_factory=list)
+    request: RequestBase | None = None
 
 
-def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
-    match memory_type:
-        case "All":
-            return ("WorkingMemory", *STORED_TYPES, "EpisodicMemory")
-        case "WorkingMemory" | "LongTermMemory" | "UserMemory" | "EpisodicMemory":
-            return (memory_type,)
-        case _:
-            raise ValueError(f"unknown memory_type {memory_type!r}")
-
-
-async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> Goal:
-    """fast: the query itself. fine: ground on vector hits, then ask the goal parser."""
-    fast = Goal(keys=[req.query], tags=[], rephrasings=[req.query])
-    if req.mode == "fast":
-        return fast
-    context = await deps.store.search(req.cube_id, query_vec.tolist(), 5,
-                                      memory_types=list(STORED_TYPES))
-    ctx = GoalContext(
-        query=req.query,
-        chat_history=[HistoryTurn.model_validate(t) for t in req.chat_history
-                      if t.get("role") and t.get("content")],
-        context_memories=[item.memory for item, _ in context],
-        now=deps.clock(),
-    )
+def _reply_address(raw: bytes | None) -> dict[str, Any] | None:
+    """Best effort: the reply fields of a payload that failed validation."""
     try:
-        parsed = await deps.llm.run(GOAL_PARSER, ctx)
-    except LLMError as exc:
-        log.warning("fine goal parsing failed, falling back to fast: %s", exc)
-        return fast
-    rephrasings = list(dict.fromkeys([req.query, *parsed.memories]))
-    return Goal(keys=parsed.keys, tags=parsed.tags, rephrasings=rephrasings, mode_used="fine")
+        data = json.loads(raw or b"")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("correlation_id"), str):
+        return None
+    user = data.get("user_id") if isinstance(data.get("user_id"), str) and data["user_id"] \
+        else "unknown"
+    cube = data.get("cube_id") if isinstance(data.get("cube_id"), str) and data["cube_id"] \
+        else user
+    return {"user_id": user, "cube_id": cube, "correlation_id": data["correlation_id"],
+            "reply_to": data.get("reply_to") if isinstance(data.get("reply_to"), str) else None,
+            "reply_partition": data.get("reply_partition")
+            if isinstance(data.get("reply_partition"), int) else None,
+            "requester": data.get("requester") if isinstance(data.get("requester"), str)
+            else "client"}
 
 
-async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
-                     filters: Sequence[Filter], top_k: int) -> list[MemoryItem]:
-    """Graph recall by exact key (needs no embedding, so fast mode starts it first)."""
-    stored = [t for t in requested_types(req.memory_type) if t != "WorkingMemory"]
-    if not stored or not keys:
-        return []
-    return await deps.graph.find_nodes(req.cube_id, [
-        Filter("key", "in", list(keys)),
-        Filter("status", "=", "activated"),
-        Filter("memory_type", "in", stored),
-        *filters,
-    ], limit=top_k)
+def reply_outgoing(deps: Deps, address: dict[str, Any], reply: Reply) -> Outgoing:
+    topic = address.get("reply_to") or REPLIES.name(deps.settings)
+    return Outgoing(REPLIES, reply, key=str(address.get("requester", "client")).encode(),
+                    topic=topic, partition=address.get("reply_partition"))
 
 
-async def recall(
-    req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
-    vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
-) -> Candidates:
-    """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
-    already under way)."""
-    types = requested_types(req.memory_type)
-    stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
-    found = Candidates()
-    # Working memory holds at most its capacity, so a vector search with a pool at least that
-    # large scores every working-memory item, in the same call as long-term recall.
-    pool = max(top_k, deps.settings.memory.working_memory_capacity)
-
-    async def by_key() -> list[MemoryItem]:
-        if keyed is not None:
-            return await keyed
-        return await key_recall(req, deps, goal.keys, filters, top_k)
-
-    async def by_tags() -> list[MemoryItem]:
-        if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
-            return []
-        hits = await deps.graph.neighbors_by_tags(
-            req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
-            limit=top_k)
-        return [h.node for h in hits
-                if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
-
-    async def by_keyword() -> list[MemoryItem]:
-        if not stored or not deps.settings.search.keyword_recall:
-            return []
-        hits = await deps.graph.keyword_search(req.cube_id, req.query, top_k, stored, filters)
-        return [node for node, _ in hits]
-
-    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
-                        of_query: bool = False) -> None:
-        if not memory_types:
-            return
-        if all(vector_filter_supported(f) for f in filters):
-            # The vector index applies every filter: keep the hits, read nodes later.
-            found.add_hits(await deps.vectors.search(
-                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters),
-                of_query)
-        else:  # a filter only the graph can apply: join now
-            hits = await deps.store.search(req.cube_id, vec.tolist(), k,
-                                           memory_types=list(memory_types), filters=filters)
-            found.add([item for item, _ in hits])
-
-    async def nodes_from(recalled: Awaitable[list[MemoryItem]], name: str) -> None:
-        found.add(await recalled, name)
-
-    working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
-    await asyncio.gather(
-        nodes_from(by_key(), "key"), nodes_from(by_tags(), "tags"),
-        nodes_from(by_keyword(), "keyword"),
-        by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0), True),
-        *(by_vector(v, stored, top_k) for v in vectors[1:]))
-    return found
+def _error(deps: Deps, address: dict[str, Any], exc: BaseException) -> Reply:
+    message = str(exc) if not isinstance(exc, ValidationError) else \
+        "invalid request: " + "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return Reply(user_id=address["user_id"], cube_id=address["cube_id"], occurred_at=deps.clock(),
+                 correlation_id=address["correlation_id"], ok=False,
+                 error=ErrorInfo(type=type(exc).__name__, message=message))
 
 
-_WEIGHT_FIELD = {"topic": "topic_weight", "concept": "concept_weight", "fact": "fact_weight"}
+async def _ensure_cube(deps: Deps, cube_id: str) -> None:
+    counts = await deps.graph.count_by_type(cube_id, status=None)
+    if not any(counts.values()):
+        raise UnknownCube(f"cube {cube_id!r} has no memories")
 
 
-def level_weight(deps: Deps, level: str) -> float:
-    return float(getattr(deps.settings.search, _WEIGHT_FIELD.get(level, "fact_weight")))
+async def _subgraph(req: SubgraphRequest, deps: Deps) -> Subgraph:
+    vec = (await deps.embedder.embed_queries([req.query]))[0]
+    centers = await deps.store.search(req.cube_id, np.asarray(vec).tolist(), req.top_k,
+                                      memory_types=["LongTermMemory", "UserMemory"],
+                                      status=req.center_status)
+    nodes: dict[str, MemoryItem] = {}
+    edges: dict[tuple[str, str, str], Edge] = {}
+    for item, _ in centers:
+        sub = await deps.graph.subgraph(req.cube_id, item.id, req.depth, req.center_status)
+        for node in sub.nodes:
+            nodes.setdefault(node.id, node)
+        for edge in sub.edges:
+            edges.setdefault((edge.source, edge.target, edge.type), edge)
+    core = centers[0][0].id if centers else None
+    return Subgraph(core_id=core, nodes=tuple(nodes.values()), edges=tuple(edges.values()))
 
 
-def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
-    """Reciprocal-rank fusion: each id scores the sum over the lists that hold it of
-    weight / (k + rank), normalised so that first place in every list scores 1."""
-    cfg = deps.settings.search
-    weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight,
-               "key": cfg.key_weight, "tags": cfg.tag_weight}
-    fused: dict[str, float] = {}
-    best = 0.0
-    for name, ids in lists.items():
-        weight = weights.get(name, 0.0)
-        if weight <= 0 or not ids:
-            continue
-        best += weight / (cfg.rrf_k + 1)
-        for rank, node_id in enumerate(ids, start=1):
-            fused[node_id] = fused.get(node_id, 0.0) + weight / (cfg.rrf_k + rank)
-    return {i: v / best for i, v in fused.items()} if best > 0 else fused
+async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[ReplyResult,
+                                                                              list[MemoryItem]]:
+    match req:
+        case SearchRequest():
+            if req.after is not None:
+                await wait(req.after, deps.settings.search.after_timeout_s)
+            found, mode = await search(req, deps)
+            if not found:  # only an empty answer needs to know whether the cube exists
+                await _ensure_cube(deps, req.cube_id)
+            return SearchResult(memories=tuple(found), mode_used=mode), [s.item for s in found]  # type: ignore[arg-type]
+        case SubgraphRequest():
+            await _ensure_cube(deps, req.cube_id)
+            return SubgraphResult(subgraph=await _subgraph(req, deps)), []
+        case GetRequest():
+            return NodesResult(nodes=tuple(await deps.graph.get_nodes(req.cube_id, req.ids))), []
+        case GetAllRequest():
+            await _ensure_cube(deps, req.cube_id)
+            types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
+            status = None if req.include_inactive else "activated"
+            nodes: list[MemoryItem] = []
+            for memory_type in types:
+                nodes += await deps.graph.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
+            end = min(len(nodes), req.offset + min(req.limit, deps.settings.limits.page_nodes))
+            more = end < len(nodes)
+            return NodesResult(nodes=tuple(nodes[req.offset:end]), total=len(nodes),
+                               truncated=more, next_offset=end if more else None), []
+        case WorkingMemoryRequest():
+            items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
+            return NodesResult(nodes=tuple(items)), []
+    raise ValueError(f"unsupported request {type(req).__name__}")
 
 
-async def rerank(
-    deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
-) -> list[tuple[str, float]]:
-    """Candidate ids by hybrid score: every candidate ranked by the cosine of its embedding
-    with the query, fused with the keyword, key and tag recalls by reciprocal rank, then
-    weighted by hierarchy level (the node's when read, else the vector record's copy)."""
-    missing = [i for i in candidates.items if i not in candidates.records]
-    records = dict(candidates.records)
-    if missing:
-        records.update({r.id: r for r in await deps.vectors.get(cube_id, missing)})
-    # a node whose vector is not written yet is not searchable yet
-    ids = [i for i in candidates.ids() if i in records]
-    cosines = dict(candidates.cosines)  # the vector search's own scores, where it has them
-    if rest := [i for i in ids if i not in cosines]:
-        matrix = np.asarray([records[i].vector for i in rest], dtype=np.float32)
-        cosines.update(zip(rest, (matrix @ query_vec).tolist(), strict=True))
-    searchable = set(ids)
-    lists = {name: [i for i in ranked if i in searchable]
-             for name, ranked in candidates.ranked.items()}
-    lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
-    fused = fuse(deps, lists)
-    scored = []
-    episode_weight = deps.settings.search.episode_weight
-    for node_id in ids:
-        item = candidates.items.get(node_id)
-        record = records[node_id]
-        level = item.metadata.hierarchy_level if item else record.hierarchy_level
-        weight = level_weight(deps, level)
-        if record.memory_type == "EpisodicMemory":
-            weight *= episode_weight
-        scored.append((node_id, fused.get(node_id, 0.0) * weight))
-    scored.sort(key=lambda s: (-s[1], -cosines[s[0]], s[0]))
-    return scored
+def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
+    """The reply as it may be sent: at most ``limits.event_bytes`` encoded."""
+    size = len(REPLIES.encode(reply))
+    if size <= limits.event_bytes:
+        return reply
+    result = reply.result
+    if isinstance(result, NodesResult) and result.total is not None and result.nodes:
+        empty = reply.model_copy(update={"result": result.model_copy(update={"nodes": ()})})
+        budget = limits.event_bytes - len(REPLIES.encode(empty)) - 64  # page fields' digits
+        keep, used = 0, 0
+        for node in result.nodes:
+            used += len(node.model_dump_json().encode()) + 1
+            if used > budget:
+                break
+            keep += 1
+        if keep:
+            end = (result.next_offset or result.total) - (len(result.nodes) - keep)
+            page = result.model_copy(update={"nodes": result.nodes[:keep], "truncated": True,
+                                             "next_offset": end})
+            return reply.model_copy(update={"result": page})
+    error = LimitExceeded("encoded reply", size, limits.event_bytes, "event_bytes", "bytes")
+    log.warning("request %s: %s", reply.correlation_id, error)
+    return reply.model_copy(update={"ok": False, "result": None, "error": ErrorInfo(
+        type=type(error).__name__, message=str(error))})
 
 
-async def materialize(
-    req: SearchRequest, deps: Deps, ranked: list[tuple[str, float]], candidates: Candidates,
-    filters: Sequence[Filter], want: int,
-) -> list[ScoredMemory]:
-    """The best ``want`` distinct memories of ``ranked``, reading from the graph only the
-    nodes needed, a few at a time. The graph has the last word: a vector hit whose node is
-    missing, no longer activated, of another type or failing a filter is skipped."""
-    types = set(requested_types(req.memory_type))
-    present = {node_id for node_id, _ in ranked}
-    out: list[ScoredMemory] = []
-    kept: list[ScoredMemory] = []
-    pos = 0
-    while pos < len(ranked) and len(kept) < want:
-        chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
-        pos += len(chunk)
-        unread = [i for i, _ in chunk if i not in candidates.items]
-        for node in await deps.graph.get_nodes(req.cube_id, unread) if unread else []:
-            meta = node.metadata
-            if (meta.status == "activated" and meta.memory_type in types
-                    and matches_all(node, filters)):
-                candidates.items[node.id] = node
-        out.extend(ScoredMemory(item=candidates.items[i], score=score)
-                   for i, score in chunk if i in candidates.items)
-        kept = dedupe(out, present)
-    return kept[:want]
+def _letter(raw: RawRecord, exc: BaseException, deps: Deps) -> Outgoing:
+    return dead_letter(STAGE, raw, exc, 1, deps.clock,
+                        max_payload=deps.settings.limits.event_bytes // 2)
 
 
-async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
-    """fine mode: keep what the reasoner finds useful (ids from free text if JSON fails)."""
-    if not ranked:
-        return ranked
-    shortlist = ranked[: max(req.top_k * 2, 10)]
-    ctx = ReasonerContext(query=req.query, candidates=[
-        ReasonerCandidate(id=s.item.id, text=s.item.memory) for s in shortlist])
-    known = [s.item.id for s in shortlist]
+def _refused(raw: RawRecord, deps: Deps, exc: BaseException) -> Answer:
+    """An invalid or oversized request: an error reply if it names where, and a dead letter."""
     try:
-        selected = (await deps.llm.run(REASONER, ctx)).selected_ids
-    except LLMError as exc:
-        selected = ids_from_free_text(exc.last_answer or "", known)
-        log.warning("reasoner answer unusable (%s); %d ids found in its text", exc, len(selected))
-        if not selected:
-            return ranked
-    keep = {i for i in selected if i in known}
-    return [s for s in ranked if s.item.id in keep] or ranked
+        address = _reply_address(raw.value)
+    except RecursionError:  # a depth-checked payload never gets here; never crash the lane
+        address = None
+    if address is None:
+        log.warning("dead-lettering request %s[%d]@%d: %s", raw.topic, raw.partition,
+                    raw.offset, exc)
+        return Answer([_letter(raw, exc, deps)])
+    log.info("refused request %s: %s", address["correlation_id"], exc)
+    return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
+                   _letter(raw, exc, deps)])
 
 
-def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[ScoredMemory]:
-    """One entry per memory: a working-memory copy and its long-term node count once, and
-    the long-term node (the canonical id, with its lineage) is the one kept. ``present``:
-    every id recalled (default: those in ``ranked``)."""
-    present = {s.item.id for s in ranked} if present is None else present
-    seen_ids: set[str] = set()
-    seen_text: set[str] = set()
-    out = []
-    for s in ranked:
-        if s.item.metadata.origin_id in present:
-            continue
-        origin = s.item.metadata.origin_id or s.item.id
-        text = " ".join(s.item.memory.split()).casefold()
-        if origin in seen_ids or text in seen_text:
-            continue
-        seen_ids.update({origin, s.item.id})
-        seen_text.add(text)
-        out.append(s)
-    return out
-
-
-async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
-    """The memories answering ``req``, best first, and the mode actually used."""
-    filters = parse_search_filter(req.search_filter)
-    pool = max(req.top_k * 3, 20)
-    # fast mode's key is the query itself: look it up while the query is being embedded
-    keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
-             if req.mode == "fast" else None)
+async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
+    """The reply (or dead letter) for one raw request record."""
+    limits = deps.settings.limits
+    value = raw.value or b""
     try:
-        query_vec = (await deps.embedder.embed_queries([req.query]))[0]
-        goal = await parse_goal(req, deps, query_vec)
-        extra = goal.rephrasings[1:]
-        vectors = [query_vec]
-        if extra:
-            vectors.extend(await deps.embedder.embed_queries(extra))
-        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
-                                  keyed if goal.mode_used == "fast" else None)
-        ranked = await rerank(deps, req.cube_id, query_vec, candidates)
-        if goal.mode_used == "fine":  # the reasoner picks from a shortlist
-            shortlist = await materialize(req, deps, ranked, candidates, filters,
-                                          max(req.top_k * 2, 10))
-            return dedupe(await reason(req, deps, shortlist))[: req.top_k], goal.mode_used
-        return (await materialize(req, deps, ranked, candidates, filters, req.top_k),
-                goal.mode_used)
-    except StoreError as exc:
-        raise ValueError(str(exc)) from exc
-    finally:
-        if keyed is not None and not keyed.done():
-            keyed.cancel()
+        check_depth(value, limits, "request")  # before anything parses it
+    except LimitExceeded as exc:  # too deep to read a reply address from: dead letter
+        log.warning("dead-lettering request %s[%d]@%d: %s", raw.topic, raw.partition,
+                    raw.offset, exc)
+        return Answer([_letter(raw, exc, deps)])
+    try:
+        check_raw(value, limits, "request")
+        req = REQUESTS.decode(value)
+    except (ValidationError, LimitExceeded, RecursionError) as exc:
+        return _refused(raw, deps, exc)
+    assert isinstance(req, RequestBase)  # noqa: S101
+    address = {"user_id": req.user_id, "cube_id": req.cube_id,
+               "correlation_id": req.correlation_id, "reply_to": req.reply_to,
+               "reply_partition": req.reply_partition, "requester": req.requester}
+    try:
+        check_content(req, limits)
+        result, used = await _dispatch(req, deps, wait)
+    except (UnknownCube, ValueError, TimeoutError) as exc:
+        return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
+    except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
+        log.exception("request %s failed", req.correlation_id)
+        return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
+    reply = _bounded(Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
+                           correlation_id=req.correlation_id, ok=True, result=result), limits)
+    return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], req)
+
+
+async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]) -> None:
+    """Append a usage record to each returned node (bounded history), after the reply."""
+    if not items:
+        return
+    query = getattr(request, "query", None)
+    record = UsageRecord(at=deps.clock(), requester=request.requester, query=query)
+    await deps.graph.record_usage(request.cube_id, [i.id for i in items], record,
+                                  deps.settings.search.usage_history, seen=items)

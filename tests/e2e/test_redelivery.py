@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest_asyncio
 
-from streams.memory.logic import add_memories, build_node, node_id_for, working_copy
-from streams.memory.merge import Merge, merge_note
+from streams.core.merge import Merge, merge_note
+from streams.core.working_memory import working_copy
+from streams.memory.logic import add_memories, build_node, node_id_for
 from streams.runtime import Outgoing, RawRecord, Record
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic

@@ -63,7 +63,7 @@ def test_dead_letter_keeps_a_small_payload_whole() -> None:
 
 
 def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
-    from streams.search.handlers import _bounded
+    from streams.search.logic import _bounded
     from topics.events import Reply, ScoredMemory, SearchResult
     from topics.models import MemoryItem, MemoryMetadata
 

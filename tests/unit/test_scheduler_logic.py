@@ -10,21 +10,20 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+from streams.core.working_memory import Entry, target_copies
 from streams.embed.local import LocalEmbedder
 from streams.embed.port import Vectors
 from streams.runtime import RawRecord, Record
 from streams.scheduler.activation import due_for_render, render_activation
 from streams.scheduler.agent import in_order
 from streams.scheduler.logic import ScheduleRejected, route, split_top_k
-from streams.scheduler.sink import target_copies
-from streams.scheduler.state import CubeState, QueryRecord
-from streams.scheduler.working_memory import (
-    Entry,
+from streams.scheduler.planning import (
     QueryVectors,
     drop_short_and_repeats,
     near_duplicate_survivors,
     query_similarities,
 )
+from streams.scheduler.state import CubeState, QueryRecord
 from topics.events import Origin, ScheduleMessage
 from topics.ids import working_copy_id
 from topics.models import MemoryItem, MemoryMetadata

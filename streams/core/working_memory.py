@@ -1,4 +1,8 @@
-"""The working-memory sink: makes a cube's WorkingMemory nodes exactly an ordered list.
+"""Working memory, shared by the add stage, the scheduler and commands (SPEC §3.2, §3.4).
+
+What a working-memory copy is (``working_copy``), which nodes may enter (``admissible``),
+how an entry stands for a copy (``Entry``), and the sink that makes a cube's
+WorkingMemory nodes exactly an ordered list:
 
 WorkingMemory nodes are copies of long-term nodes (``origin_id``; id from
 ``working_copy_id``). Applying a list writes the missing copies (vectors copied from
@@ -15,9 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from streams.memory.logic import working_copy
 from streams.runtime import Deps, Outgoing, PermanentError, Record
-from streams.scheduler.working_memory import admissible
 from topics.events import (
     Event,
     MemoryUpdate,
@@ -25,12 +27,51 @@ from topics.events import (
     ReplaceWorkingMemory,
     WorkingMemoryReplacement,
 )
-from topics.ids import derived_event_id
+from topics.ids import derived_event_id, working_copy_id
 from topics.models import MemoryItem
 from topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.scheduler")
 SINK_STAGE = "working-memory"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One working-memory candidate.
+
+    ``ref`` is what a replacement names: the long-term node id, or a WorkingMemory node's
+    own id when it mirrors none. ``vector_id`` is the node whose embedding stands for it.
+    """
+
+    ref: str
+    text: str
+    vector_id: str
+
+
+def admissible(node: MemoryItem) -> bool:
+    """Whether a node may enter working memory: not a summary, concept or inference written
+    by the ``rules`` stand-in. Those quote their members (already candidates themselves) and
+    no model judged them; an agent reading working memory takes every item as meant."""
+    return not node.metadata.is_stand_in_summary
+
+
+def entry_of_copy(node: MemoryItem) -> Entry:
+    return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id)
+
+
+def entry_of_node(node: MemoryItem) -> Entry:
+    return Entry(ref=node.id, text=node.memory, vector_id=node.id)
+
+
+def working_copy(node: MemoryItem) -> MemoryItem:
+    """Every new memory also enters working memory (SPEC §3.2 step 2)."""
+    return MemoryItem(
+        id=working_copy_id(node.id),
+        memory=node.memory,
+        metadata=node.metadata.model_copy(
+            update={"memory_type": "WorkingMemory", "origin_id": node.id}
+        ),
+    )
 
 
 @dataclass

@@ -17,6 +17,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from streams.core.working_memory import Entry, admissible, entry_of_copy
 from streams.embed.port import Embedder
 from streams.llm.port import LLMError
 from streams.prompts.scheduler import (
@@ -30,39 +31,10 @@ from streams.prompts.scheduler import (
 from streams.runtime import Deps
 from streams.scheduler.state import LastReplacement
 from topics.ids import working_copy_id
-from topics.models import MemoryItem
 
 log = logging.getLogger("memstream.scheduler")
 
 Matrix = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One working-memory candidate.
-
-    ``ref`` is what a replacement names: the long-term node id, or a WorkingMemory node's
-    own id when it mirrors none. ``vector_id`` is the node whose embedding stands for it.
-    """
-
-    ref: str
-    text: str
-    vector_id: str
-
-
-def admissible(node: MemoryItem) -> bool:
-    """Whether a node may enter working memory: not a summary, concept or inference written
-    by the ``rules`` stand-in. Those quote their members (already candidates themselves) and
-    no model judged them; an agent reading working memory takes every item as meant."""
-    return not node.metadata.is_stand_in_summary
-
-
-def entry_of_copy(node: MemoryItem) -> Entry:
-    return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id)
-
-
-def entry_of_node(node: MemoryItem) -> Entry:
-    return Entry(ref=node.id, text=node.memory, vector_id=node.id)
 
 
 def normalized(text: str) -> str:

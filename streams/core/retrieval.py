@@ -1,0 +1,337 @@
+"""The Searcher (SPEC §3.4): goal parsing, parallel recall, rerank, reasoning, trim.
+
+Pure async logic over the ports: a ``SearchRequest`` and ``Deps`` in, scored
+memories out. Usage is recorded by the caller after the reply is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sinks.filtering import matches_all, vector_filter_supported
+from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from streams.core.filters import parse_search_filter
+from streams.llm.port import LLMError
+from streams.prompts.search import (
+    GOAL_PARSER,
+    REASONER,
+    GoalContext,
+    HistoryTurn,
+    ReasonerCandidate,
+    ReasonerContext,
+    ids_from_free_text,
+)
+from streams.runtime import Deps
+from topics.events import ScoredMemory, SearchRequest
+from topics.models import MemoryItem, MemoryType
+
+log = logging.getLogger("memstream.search")
+
+STORED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
+# Extra nodes read per round beyond those still wanted, for hits the graph or dedupe drops.
+MATERIALIZE_SLACK = 5
+
+
+@dataclass
+class Goal:
+    """What to look for: keys for graph recall, texts to embed for vector recall."""
+
+    keys: list[str]
+    tags: list[str]
+    rephrasings: list[str]
+    mode_used: str = "fast"
+
+
+@dataclass
+class Candidates:
+    """Recalled ids: nodes already read from the graph, vector hits whose node is read only
+    if they rank high enough to be returned (most never are), and the ranked lists of the
+    recalls that rank by something other than the query's cosine (keyword, key, tags)."""
+
+    items: dict[str, MemoryItem] = field(default_factory=dict)
+    records: dict[str, VectorRecord] = field(default_factory=dict)
+    cosines: dict[str, float] = field(default_factory=dict)  # hits of the query's own vector
+    ranked: dict[str, list[str]] = field(default_factory=dict)  # recall name -> ids, best first
+
+    def add(self, nodes: Sequence[MemoryItem], recall: str | None = None) -> None:
+        for node in nodes:
+            self.items.setdefault(node.id, node)
+        if recall is not None and nodes:
+            self.ranked[recall] = list(dict.fromkeys(n.id for n in nodes))
+
+    def add_hits(self, hits: Sequence[VectorHit], of_query: bool) -> None:
+        for hit in hits:
+            self.records.setdefault(hit.id, hit.record)
+            if of_query:
+                self.cosines[hit.id] = hit.score
+
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys([*self.items, *self.records]))
+
+
+def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
+    match memory_type:
+        case "All":
+            return ("WorkingMemory", *STORED_TYPES, "EpisodicMemory")
+        case "WorkingMemory" | "LongTermMemory" | "UserMemory" | "EpisodicMemory":
+            return (memory_type,)
+        case _:
+            raise ValueError(f"unknown memory_type {memory_type!r}")
+
+
+async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> Goal:
+    """fast: the query itself. fine: ground on vector hits, then ask the goal parser."""
+    fast = Goal(keys=[req.query], tags=[], rephrasings=[req.query])
+    if req.mode == "fast":
+        return fast
+    context = await deps.store.search(req.cube_id, query_vec.tolist(), 5,
+                                      memory_types=list(STORED_TYPES))
+    ctx = GoalContext(
+        query=req.query,
+        chat_history=[HistoryTurn.model_validate(t) for t in req.chat_history
+                      if t.get("role") and t.get("content")],
+        context_memories=[item.memory for item, _ in context],
+        now=deps.clock(),
+    )
+    try:
+        parsed = await deps.llm.run(GOAL_PARSER, ctx)
+    except LLMError as exc:
+        log.warning("fine goal parsing failed, falling back to fast: %s", exc)
+        return fast
+    rephrasings = list(dict.fromkeys([req.query, *parsed.memories]))
+    return Goal(keys=parsed.keys, tags=parsed.tags, rephrasings=rephrasings, mode_used="fine")
+
+
+async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
+                     filters: Sequence[Filter], top_k: int) -> list[MemoryItem]:
+    """Graph recall by exact key (needs no embedding, so fast mode starts it first)."""
+    stored = [t for t in requested_types(req.memory_type) if t != "WorkingMemory"]
+    if not stored or not keys:
+        return []
+    return await deps.graph.find_nodes(req.cube_id, [
+        Filter("key", "in", list(keys)),
+        Filter("status", "=", "activated"),
+        Filter("memory_type", "in", stored),
+        *filters,
+    ], limit=top_k)
+
+
+async def recall(
+    req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
+    vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
+) -> Candidates:
+    """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
+    already under way)."""
+    types = requested_types(req.memory_type)
+    stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
+    found = Candidates()
+    # Working memory holds at most its capacity, so a vector search with a pool at least that
+    # large scores every working-memory item, in the same call as long-term recall.
+    pool = max(top_k, deps.settings.memory.working_memory_capacity)
+
+    async def by_key() -> list[MemoryItem]:
+        if keyed is not None:
+            return await keyed
+        return await key_recall(req, deps, goal.keys, filters, top_k)
+
+    async def by_tags() -> list[MemoryItem]:
+        if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
+            return []
+        hits = await deps.graph.neighbors_by_tags(
+            req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
+            limit=top_k)
+        return [h.node for h in hits
+                if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
+
+    async def by_keyword() -> list[MemoryItem]:
+        if not stored or not deps.settings.search.keyword_recall:
+            return []
+        hits = await deps.graph.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        return [node for node, _ in hits]
+
+    async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
+                        of_query: bool = False) -> None:
+        if not memory_types:
+            return
+        if all(vector_filter_supported(f) for f in filters):
+            # The vector index applies every filter: keep the hits, read nodes later.
+            found.add_hits(await deps.vectors.search(
+                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters),
+                of_query)
+        else:  # a filter only the graph can apply: join now
+            hits = await deps.store.search(req.cube_id, vec.tolist(), k,
+                                           memory_types=list(memory_types), filters=filters)
+            found.add([item for item, _ in hits])
+
+    async def nodes_from(recalled: Awaitable[list[MemoryItem]], name: str) -> None:
+        found.add(await recalled, name)
+
+    working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
+    await asyncio.gather(
+        nodes_from(by_key(), "key"), nodes_from(by_tags(), "tags"),
+        nodes_from(by_keyword(), "keyword"),
+        by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0), True),
+        *(by_vector(v, stored, top_k) for v in vectors[1:]))
+    return found
+
+
+_WEIGHT_FIELD = {"topic": "topic_weight", "concept": "concept_weight", "fact": "fact_weight"}
+
+
+def level_weight(deps: Deps, level: str) -> float:
+    return float(getattr(deps.settings.search, _WEIGHT_FIELD.get(level, "fact_weight")))
+
+
+def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
+    """Reciprocal-rank fusion: each id scores the sum over the lists that hold it of
+    weight / (k + rank), normalised so that first place in every list scores 1."""
+    cfg = deps.settings.search
+    weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight,
+               "key": cfg.key_weight, "tags": cfg.tag_weight}
+    fused: dict[str, float] = {}
+    best = 0.0
+    for name, ids in lists.items():
+        weight = weights.get(name, 0.0)
+        if weight <= 0 or not ids:
+            continue
+        best += weight / (cfg.rrf_k + 1)
+        for rank, node_id in enumerate(ids, start=1):
+            fused[node_id] = fused.get(node_id, 0.0) + weight / (cfg.rrf_k + rank)
+    return {i: v / best for i, v in fused.items()} if best > 0 else fused
+
+
+async def rerank(
+    deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
+) -> list[tuple[str, float]]:
+    """Candidate ids by hybrid score: every candidate ranked by the cosine of its embedding
+    with the query, fused with the keyword, key and tag recalls by reciprocal rank, then
+    weighted by hierarchy level (the node's when read, else the vector record's copy)."""
+    missing = [i for i in candidates.items if i not in candidates.records]
+    records = dict(candidates.records)
+    if missing:
+        records.update({r.id: r for r in await deps.vectors.get(cube_id, missing)})
+    # a node whose vector is not written yet is not searchable yet
+    ids = [i for i in candidates.ids() if i in records]
+    cosines = dict(candidates.cosines)  # the vector search's own scores, where it has them
+    if rest := [i for i in ids if i not in cosines]:
+        matrix = np.asarray([records[i].vector for i in rest], dtype=np.float32)
+        cosines.update(zip(rest, (matrix @ query_vec).tolist(), strict=True))
+    searchable = set(ids)
+    lists = {name: [i for i in ranked if i in searchable]
+             for name, ranked in candidates.ranked.items()}
+    lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
+    fused = fuse(deps, lists)
+    scored = []
+    episode_weight = deps.settings.search.episode_weight
+    for node_id in ids:
+        item = candidates.items.get(node_id)
+        record = records[node_id]
+        level = item.metadata.hierarchy_level if item else record.hierarchy_level
+        weight = level_weight(deps, level)
+        if record.memory_type == "EpisodicMemory":
+            weight *= episode_weight
+        scored.append((node_id, fused.get(node_id, 0.0) * weight))
+    scored.sort(key=lambda s: (-s[1], -cosines[s[0]], s[0]))
+    return scored
+
+
+async def materialize(
+    req: SearchRequest, deps: Deps, ranked: list[tuple[str, float]], candidates: Candidates,
+    filters: Sequence[Filter], want: int,
+) -> list[ScoredMemory]:
+    """The best ``want`` distinct memories of ``ranked``, reading from the graph only the
+    nodes needed, a few at a time. The graph has the last word: a vector hit whose node is
+    missing, no longer activated, of another type or failing a filter is skipped."""
+    types = set(requested_types(req.memory_type))
+    present = {node_id for node_id, _ in ranked}
+    out: list[ScoredMemory] = []
+    kept: list[ScoredMemory] = []
+    pos = 0
+    while pos < len(ranked) and len(kept) < want:
+        chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
+        pos += len(chunk)
+        unread = [i for i, _ in chunk if i not in candidates.items]
+        for node in await deps.graph.get_nodes(req.cube_id, unread) if unread else []:
+            meta = node.metadata
+            if (meta.status == "activated" and meta.memory_type in types
+                    and matches_all(node, filters)):
+                candidates.items[node.id] = node
+        out.extend(ScoredMemory(item=candidates.items[i], score=score)
+                   for i, score in chunk if i in candidates.items)
+        kept = dedupe(out, present)
+    return kept[:want]
+
+
+async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> list[ScoredMemory]:
+    """fine mode: keep what the reasoner finds useful (ids from free text if JSON fails)."""
+    if not ranked:
+        return ranked
+    shortlist = ranked[: max(req.top_k * 2, 10)]
+    ctx = ReasonerContext(query=req.query, candidates=[
+        ReasonerCandidate(id=s.item.id, text=s.item.memory) for s in shortlist])
+    known = [s.item.id for s in shortlist]
+    try:
+        selected = (await deps.llm.run(REASONER, ctx)).selected_ids
+    except LLMError as exc:
+        selected = ids_from_free_text(exc.last_answer or "", known)
+        log.warning("reasoner answer unusable (%s); %d ids found in its text", exc, len(selected))
+        if not selected:
+            return ranked
+    keep = {i for i in selected if i in known}
+    return [s for s in ranked if s.item.id in keep] or ranked
+
+
+def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[ScoredMemory]:
+    """One entry per memory: a working-memory copy and its long-term node count once, and
+    the long-term node (the canonical id, with its lineage) is the one kept. ``present``:
+    every id recalled (default: those in ``ranked``)."""
+    present = {s.item.id for s in ranked} if present is None else present
+    seen_ids: set[str] = set()
+    seen_text: set[str] = set()
+    out = []
+    for s in ranked:
+        if s.item.metadata.origin_id in present:
+            continue
+        origin = s.item.metadata.origin_id or s.item.id
+        text = " ".join(s.item.memory.split()).casefold()
+        if origin in seen_ids or text in seen_text:
+            continue
+        seen_ids.update({origin, s.item.id})
+        seen_text.add(text)
+        out.append(s)
+    return out
+
+
+async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
+    """The memories answering ``req``, best first, and the mode actually used."""
+    filters = parse_search_filter(req.search_filter)
+    pool = max(req.top_k * 3, 20)
+    # fast mode's key is the query itself: look it up while the query is being embedded
+    keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
+             if req.mode == "fast" else None)
+    try:
+        query_vec = (await deps.embedder.embed_queries([req.query]))[0]
+        goal = await parse_goal(req, deps, query_vec)
+        extra = goal.rephrasings[1:]
+        vectors = [query_vec]
+        if extra:
+            vectors.extend(await deps.embedder.embed_queries(extra))
+        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
+                                  keyed if goal.mode_used == "fast" else None)
+        ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+        if goal.mode_used == "fine":  # the reasoner picks from a shortlist
+            shortlist = await materialize(req, deps, ranked, candidates, filters,
+                                          max(req.top_k * 2, 10))
+            return dedupe(await reason(req, deps, shortlist))[: req.top_k], goal.mode_used
+        return (await materialize(req, deps, ranked, candidates, filters, req.top_k),
+                goal.mode_used)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from exc
+    finally:
+        if keyed is not None and not keyed.done():
+            keyed.cancel()
