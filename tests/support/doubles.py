@@ -1,0 +1,137 @@
+"""``Deps`` on in-memory doubles: stage logic runs without a broker, a graph or a vector server.
+
+The stores are the shipped doubles (``InMemoryGraphStore``, ``InMemoryVectorStore``) that
+pass the same contract suite as FalkorDB and Milvus, behind the real ``MemoryStore``; the
+model is the ``rules`` stand-in; the embedder is the local e5 model (in-process, not a
+service), so similarities are those the pipeline really sees and the rules merge judge and
+the searcher decide as they do in production. The clock is a hand-moved one.
+
+    deps = memory_deps(tmp_path)
+    out = await add_memories([record(item)], deps)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from sinks.memory_graph import InMemoryGraphStore
+from sinks.memory_store import MemoryStore
+from sinks.memory_vectors import InMemoryVectorStore
+from streams.embed.local import LocalEmbedder
+from streams.embed.port import Embedder
+from streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
+from streams.llm.rules import RulesLLM
+from streams.runtime import Deps, Outgoing, RawRecord, Record
+from topics.events import Origin
+from topics.settings import Settings
+
+E = TypeVar("E", bound=BaseModel)
+T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
+
+_embedder: LocalEmbedder | None = None
+_offsets = itertools.count()
+
+
+def local_embedder() -> LocalEmbedder:
+    """One e5 embedder for the whole test session (the model is loaded once per process)."""
+    global _embedder
+    if _embedder is None:
+        _embedder = LocalEmbedder()
+    return _embedder
+
+
+@dataclass
+class ManualClock:
+    """A clock that moves only when told to (``Deps.clock``)."""
+
+    now: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+@dataclass
+class ScriptedLLM:
+    """The ``rules`` stand-in, except for tasks given an answer or an error here: a model
+    that says something specific, or fails, for one task."""
+
+    answers: Mapping[str, BaseModel | Exception | Callable[[Any], BaseModel]]
+    inner: LLM = field(default_factory=RulesLLM)
+    name: str = "scripted"
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    calls: list[str] = field(default_factory=list)
+
+    async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
+        self.calls.append(task.name)
+        if task.name not in self.answers:
+            return await self.inner.run(task, ctx)
+        answer = self.answers[task.name]
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer) and not isinstance(answer, BaseModel):
+            answer = answer(ctx)
+        if not isinstance(answer, task.response):
+            raise LLMError(task.name, f"scripted answer is not a {task.response.__name__}")
+        return answer
+
+    async def close(self) -> None:
+        return None
+
+
+def settings_for(data_dir: Path, **sections: Any) -> Settings:
+    """Settings with their data under ``data_dir``; ``sections`` override nested fields,
+    e.g. ``memory={"long_term_memory_capacity": 3}``."""
+    return Settings(data_dir=data_dir, **sections)
+
+
+def memory_deps(
+    data_dir: Path,
+    *,
+    llm: LLM | None = None,
+    embedder: Embedder | None = None,
+    clock: ManualClock | None = None,
+    **sections: Any,
+) -> Deps:
+    """A stage's dependencies on fresh in-memory stores (one graph, one vector collection)."""
+    emb = embedder or local_embedder()
+
+    async def no_wait(_seconds: float) -> None:
+        return None
+
+    store = MemoryStore(InMemoryGraphStore(), InMemoryVectorStore(dim=emb.dim), sleep=no_wait)
+    return Deps(settings=settings_for(data_dir, **sections), llm=llm or RulesLLM(),
+                embedder=emb, store=store, clock=clock or ManualClock())
+
+
+def record(event: E, topic: str = "test.input", partition: int = 0,
+           offset: int | None = None) -> Record[E]:
+    """An event as a logic function receives it: decoded, with its position in a log."""
+    at = next(_offsets) if offset is None else offset
+    raw = RawRecord(topic=topic, partition=partition, offset=at,
+                    key=getattr(event, "cube_id", "").encode() or None,
+                    value=event.model_dump_json().encode())
+    return Record(event, Origin(topic=topic, partition=partition, offset=at), raw)
+
+
+def records(events: Iterable[E]) -> list[Record[E]]:
+    return [record(e) for e in events]
+
+
+def events_of(out: Iterable[Outgoing], kind: type[E]) -> list[E]:
+    """The published events of one type, in order."""
+    return [o.event for o in out if isinstance(o.event, kind)]
+
+
+def topics_of(out: Iterable[Outgoing]) -> list[str]:
+    return [o.spec.suffix for o in out]

@@ -1,0 +1,202 @@
+"""The add stage (streams/memory/logic.py): store, merge on conflict, enforce capacities."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from streams.llm.port import LLMError
+from streams.memory.logic import add_memories
+from streams.prompts.fusion import FUSION
+from streams.runtime import Deps, Outgoing
+from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records
+from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
+from topics.ids import working_copy_id
+from topics.models import MemoryItem, SourceRef
+
+T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+CUBE = "alice"
+
+
+def item(text: str, day: int = 0, **fields: Any) -> ExtractedMemory:
+    return ExtractedMemory(user_id=CUBE, memory=text, occurred_at=T0 + timedelta(days=day),
+                           **fields)
+
+
+async def add(deps: Deps, *items: ExtractedMemory) -> list[Outgoing]:
+    """Each item as its own batch, in order (as a lone event arrives)."""
+    out: list[Outgoing] = []
+    for one in items:
+        out += await add_memories([record(one)], deps)
+    return out
+
+
+def updates(out: Sequence[Outgoing], action: str) -> list[MemoryUpdate]:
+    return [u for u in events_of(out, MemoryUpdate) if u.action == action]
+
+
+async def stored(deps: Deps, memory_type: str = "LongTermMemory",
+                 status: str | None = None) -> list[MemoryItem]:
+    return await deps.query.all_of_type(CUBE, memory_type, status)  # type: ignore[arg-type]
+
+
+async def test_a_new_memory_is_stored_with_its_vector_and_a_working_copy(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    one = item("The user is allergic to peanuts.", tags=("health",))
+    out = await add(deps, one)
+    (node,) = await stored(deps)
+    assert node.memory == "The user is allergic to peanuts."
+    assert node.metadata.status == "activated" and node.metadata.tags == ("health",)
+    assert node.metadata.key  # a title is made when the item has none
+    assert [r.id for r in await deps.query.vectors(CUBE, [node.id])] == [node.id]
+    (copy,) = await stored(deps, "WorkingMemory")
+    assert copy.id == working_copy_id(node.id) and copy.metadata.origin_id == node.id
+    assert await deps.query.vectors(CUBE, [copy.id])
+    (added,) = updates(out, "added")
+    assert added.node_id == node.id and added.related_ids == (copy.id,)
+    assert added.cause_event_id == one.event_id
+    (reorganize,) = events_of(out, ReorganizeEvent)
+    assert reorganize.op == "add" and reorganize.node_ids == (node.id,)
+    # searchable by its vector right away
+    query = (await deps.embedder.embed_queries(["peanut allergy"]))[0].tolist()
+    hits = await deps.store.search(CUBE, query, 1, memory_types=["LongTermMemory"])
+    assert [n.id for n, _ in hits] == [node.id]
+
+
+async def test_one_added_update_per_memory_of_a_batch(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    batch = [item("The user is allergic to peanuts."),
+             item("The user's sister plays the violin.", index=1),
+             item("The user works as a nurse in Oslo.", index=2)]
+    out = await add_memories(records(batch), deps)
+    added = updates(out, "added")
+    assert len(added) == 3 and len({u.node_id for u in added}) == 3
+    assert {n.id for n in await stored(deps)} == {u.node_id for u in added}
+    assert len(events_of(out, ReorganizeEvent)) == 3
+
+
+async def test_a_redelivered_memory_announces_the_same_and_adds_no_node(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    one = item("The user is allergic to peanuts.")
+    first = await add(deps, one)
+    before = await deps.query.export_cube(CUBE)
+    again = await add(deps, one)
+    after = await deps.query.export_cube(CUBE)
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert [o.event.event_id for o in again] == [o.event.event_id for o in first]
+    assert [u.node_id for u in updates(again, "added")] == [u.node_id for u in
+                                                             updates(first, "added")]
+
+
+async def test_the_same_item_twice_in_one_batch_is_one_node(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    one = item("The user is allergic to peanuts.")
+    out = await add_memories([record(one), record(one)], deps)
+    assert len(await stored(deps)) == 1 and len(updates(out, "added")) == 1
+
+
+async def test_a_newer_contradicting_statement_archives_the_older(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin."))
+    out = await add(deps, item("Alice moved to Lisbon.", day=1))
+    (active,) = await stored(deps, status="activated")
+    (archived,) = await stored(deps, status="archived")
+    assert "Lisbon" in active.memory and "Berlin" not in active.memory
+    assert archived.memory == "Alice lives in Berlin."
+    edges = await deps.query.edges_of(CUBE, archived.id, ["MERGED_TO"], "out")
+    assert [e.target for e in edges] == [active.id]
+    (merged,) = updates(out, "merged")
+    assert merged.node_id == active.id and merged.related_ids == (archived.id,)
+    assert merged.reason.startswith("contradictory")
+    assert [u.node_id for u in updates(out, "archived")] == [archived.id]
+    # working memory holds the current statement only; search no longer finds the old one
+    working = await stored(deps, "WorkingMemory")
+    assert [w.metadata.origin_id for w in working] == [active.id]
+    query = (await deps.embedder.embed_queries(["Where does Alice live?"]))[0].tolist()
+    found = {n.id for n, _ in await deps.store.search(CUBE, query, 5)}
+    assert active.id in found and archived.id not in found
+
+
+async def test_a_redelivered_merge_is_announced_again_not_decided_again(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin."))
+    newer = item("Alice moved to Lisbon.", day=1)
+    first = await add(deps, newer)
+    before = await deps.query.export_cube(CUBE)
+    again = await add(deps, newer)
+    after = await deps.query.export_cube(CUBE)
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
+    key = [(o.event.event_id, getattr(o.event, "action", None)) for o in first]
+    assert [(o.event.event_id, getattr(o.event, "action", None)) for o in again] == key
+
+
+async def test_independent_statements_are_all_kept(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    out = await add(deps, item("The user is allergic to peanuts."),
+                    item("The user's sister plays the violin.", day=1),
+                    item("The user works as a nurse in Oslo.", day=2))
+    assert len(await stored(deps, status="activated")) == 3
+    assert not await stored(deps, status="archived")
+    assert not updates(out, "merged")
+
+
+async def test_a_frozen_memory_is_never_merged(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin."))
+    (node,) = await stored(deps)
+    assert await deps.store.update_node(CUBE, node.evolve(frozen=True))
+    await add(deps, item("Alice moved to Lisbon.", day=1))
+    assert {n.memory for n in await stored(deps, status="activated")} == {
+        "Alice lives in Berlin.", "Alice moved to Lisbon."}
+
+
+async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> None:
+    llm = ScriptedLLM({FUSION.name: LLMError(FUSION.name, "model down")})
+    deps = memory_deps(tmp_path, llm=llm)
+    await add(deps, item("Alice lives in Berlin.", tags=("alice",)))
+    out = await add(deps, item("Alice moved to Lisbon.", day=1, tags=("move",)))
+    (active,) = await stored(deps, status="activated")
+    (archived,) = await stored(deps, status="archived")
+    assert active.memory == "Alice moved to Lisbon."  # unchanged: a hard update
+    assert archived.memory == "Alice lives in Berlin."
+    assert set(active.metadata.tags) == {"alice", "move"}
+    (merged,) = updates(out, "merged")
+    assert merged.reason.endswith("hard update")
+
+
+async def test_over_capacity_the_oldest_memories_go_with_their_vectors(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, memory={"long_term_memory_capacity": 2,
+                                         "working_memory_capacity": 2})
+    texts = ["The user is allergic to peanuts.", "The user's sister plays the violin.",
+             "The user works as a nurse in Oslo.", "The user drives a red bicycle to work."]
+    out = await add(deps, *(item(t, day=i) for i, t in enumerate(texts)))
+    kept = await stored(deps)
+    assert {n.memory for n in kept} == set(texts[2:])
+    removed = updates(out, "removed")
+    assert removed and all(u.reason.endswith("exceeded") for u in removed)
+    ids = [u.node_id for u in removed if u.node_id is not None]
+    assert len(ids) == 4  # two long-term nodes and two working copies
+    assert not await deps.query.get_nodes(CUBE, ids)
+    assert not await deps.query.vectors(CUBE, ids)  # no vector left behind to be found
+    working = await stored(deps, "WorkingMemory")
+    assert {w.metadata.origin_id for w in working} == {n.id for n in kept}
+    assert await deps.query.count_by_type(CUBE) == {"LongTermMemory": 2, "WorkingMemory": 2}
+
+
+async def test_an_episode_is_stored_apart_and_linked_to_its_memories(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    episode = item("[2026-03-01 09:00] User: I adopted a grey cat called Miso.",
+                   id="episode-1", memory_type="EpisodicMemory", type="event")
+    fact = item("I adopted a grey cat called Miso.", id="fact-1",
+                sources=(SourceRef(kind="memory", memory_id="episode-1"),))
+    out = await add_memories(records([episode, fact]), deps)
+    assert [n.id for n in await stored(deps, "EpisodicMemory")] == ["episode-1"]
+    working = await stored(deps, "WorkingMemory")
+    assert [w.metadata.origin_id for w in working] == ["fact-1"]  # no transcript in it
+    assert await deps.query.edge_exists(CUBE, "fact-1", "episode-1", "EXTRACTED_FROM")
+    added = {u.node_id: u for u in updates(out, "added")}
+    assert added["episode-1"].related_ids == ()
+    assert [e.node_ids for e in events_of(out, ReorganizeEvent)] == [("fact-1",)]
