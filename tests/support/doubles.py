@@ -3,8 +3,9 @@
 The stores are the shipped doubles (``InMemoryGraphStore``, ``InMemoryVectorStore``) that
 pass the same contract suite as FalkorDB and Milvus, behind the real ``MemoryStore``; the
 model is the ``rules`` stand-in; the embedder is the local e5 model (in-process, not a
-service), so similarities are those the pipeline really sees and the rules merge judge and
-the searcher decide as they do in production. The clock is a hand-moved one.
+service; ``OneByOne`` says why it gets one text at a time), so similarities are those the
+pipeline really sees and the rules merge judge and the searcher decide as they do in
+production. The clock is a hand-moved one.
 
     deps = memory_deps(tmp_path)
     out = await add_memories([record(item)], deps)
@@ -13,37 +14,70 @@ the searcher decide as they do in production. The clock is a hand-moved one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from pydantic import BaseModel
 
 from sinks.memory_graph import InMemoryGraphStore
 from sinks.memory_store import MemoryStore
 from sinks.memory_vectors import InMemoryVectorStore
 from streams.embed.local import LocalEmbedder
-from streams.embed.port import Embedder
+from streams.embed.port import Embedder, Vectors
 from streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from streams.llm.rules import RulesLLM
 from streams.runtime import Deps, Outgoing, RawRecord, Record
 from topics.events import Origin
+from topics.ids import stable_id
+from topics.models import MemoryItem, MemoryMetadata
 from topics.settings import Settings
 
 E = TypeVar("E", bound=BaseModel)
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)
 
-_embedder: LocalEmbedder | None = None
+_embedder: OneByOne | None = None
 _offsets = itertools.count()
 
 
-def local_embedder() -> LocalEmbedder:
-    """One e5 embedder for the whole test session (the model is loaded once per process)."""
+class OneByOne:
+    """An embedder that hands its inner one text at a time. The local engine embeds a batch
+    on an OpenMP team whose threads spin while they wait; on a busy machine (the rest of the
+    suite running beside) a five-text batch took seconds where five single texts take
+    milliseconds. The vectors are the same: the model reads each text on its own either way."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name  # "local": the scheduler picks its thresholds by it
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    async def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        return await self._each(texts, self.inner.embed_passages)
+
+    async def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return await self._each(texts, self.inner.embed_queries)
+
+    async def _each(self, texts: Sequence[str],
+                    embed: Callable[[Sequence[str]], Awaitable[Vectors]]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([await embed([text]) for text in texts])
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def local_embedder() -> OneByOne:
+    """The local e5 model (in-process, not a service), loaded once for the whole session."""
     global _embedder
     if _embedder is None:
-        _embedder = LocalEmbedder()
+        _embedder = OneByOne(LocalEmbedder())
     return _embedder
 
 
@@ -112,6 +146,23 @@ def memory_deps(
     store = MemoryStore(InMemoryGraphStore(), InMemoryVectorStore(dim=emb.dim), sleep=no_wait)
     return Deps(settings=settings_for(data_dir, **sections), llm=llm or RulesLLM(),
                 embedder=emb, store=store, clock=clock or ManualClock())
+
+
+async def remember(deps: Deps, cube_id: str, *texts: str, at: datetime = T0,
+                   **metadata: Any) -> list[MemoryItem]:
+    """Write memories straight into the store (node and passage vector, as the add stage
+    writes them, without its merging): each a second newer than the one before, so the last
+    is the newest. ``metadata`` applies to all, e.g. ``memory_type="UserMemory"``."""
+    fields: dict[str, Any] = {"memory_type": "LongTermMemory", **metadata}
+    nodes = [MemoryItem(id=f"{cube_id}-{i}-{stable_id(cube_id, text)[:8]}", memory=text,
+                        metadata=MemoryMetadata(user_id=cube_id, cube_id=cube_id,
+                                                created_at=at + timedelta(seconds=i),
+                                                updated_at=at + timedelta(seconds=i),
+                                                **fields))
+             for i, text in enumerate(texts)]
+    vectors = await deps.embedder.embed_passages([n.memory for n in nodes])
+    await deps.store.write([(n, v.tolist()) for n, v in zip(nodes, vectors, strict=True)])
+    return nodes
 
 
 def record(event: E, topic: str = "test.input", partition: int = 0,

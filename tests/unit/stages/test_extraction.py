@@ -13,9 +13,10 @@ T = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
 
 
 def chat(*turns: tuple[str, str], session: str = "s1", cube: str = "alice") -> ConversationChunk:
-    return ConversationChunk(user_id=cube, session_id=session, occurred_at=T, messages=tuple(
-        Message(id=f"m{i}", role=role, content=text, timestamp=T)  # type: ignore[arg-type]
-        for i, (role, text) in enumerate(turns)))
+    messages = tuple(Message(id=f"m{i}", role=role, content=text, timestamp=T)  # type: ignore[arg-type]
+                     for i, (role, text) in enumerate(turns))
+    return ConversationChunk(user_id=cube, cube_id=cube, session_id=session, occurred_at=T,
+                             messages=messages)
 
 
 CHUNK = chat(("user", "I adopted a grey cat called Miso. I work as a nurse in Oslo."),
@@ -90,7 +91,7 @@ async def test_a_document_is_split_and_each_memory_points_at_its_piece(tmp_path:
         "Parking is available in the garage under the building for registered staff only.",
         "Fire drills take place on the first Monday of every quarter at ten o'clock.",
     ]
-    doc = ConversationChunk(user_id="alice", kind="doc", occurred_at=T,
+    doc = ConversationChunk(user_id="alice", cube_id="alice", kind="doc", occurred_at=T,
                             document=Document(doc_id="handbook", text="\n\n".join(paragraphs)))
     items = events_of(await extract([record(doc)], deps), ExtractedMemory)
     assert len(items) >= 3

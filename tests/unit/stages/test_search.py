@@ -1,0 +1,255 @@
+"""Searching and answering requests (streams/core/retrieval.py, streams/search/logic.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from streams.core.retrieval import search
+from streams.memory.logic import add_memories
+from streams.runtime import Deps, RawRecord
+from streams.search.logic import Answer, answer, record_usage
+from tests.support.doubles import memory_deps, record, remember
+from topics.events import (
+    DeadLetter,
+    ExtractedMemory,
+    GetAllRequest,
+    GetRequest,
+    NodesResult,
+    Reply,
+    SearchRequest,
+    SearchResult,
+    SubgraphRequest,
+    SubgraphResult,
+    WorkingMemoryRequest,
+    WriteToken,
+)
+from topics.models import Edge
+from topics.registry import REQUESTS
+
+CUBE = "bob"
+FACTS = ("The user is allergic to peanuts.",
+         "The user's sister plays the violin in an orchestra.",
+         "The user works as a nurse at a hospital in Oslo.",
+         "The user drives an old red Volvo to work.",
+         "The user's favourite dish is mushroom risotto.")
+
+
+ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
+
+
+def ask(query: str, **fields: Any) -> SearchRequest:
+    return SearchRequest(**{"user_id": CUBE, "query": query, **fields})
+
+
+async def found(deps: Deps, query: str, **fields: Any) -> list[str]:
+    memories, _mode = await search(ask(query, **fields), deps)
+    return [s.item.memory for s in memories]
+
+
+async def test_a_memory_is_found_by_meaning(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    assert (await found(deps, "Which food could make him ill?"))[0] == FACTS[0]
+    assert (await found(deps, "What car does he have?"))[0] == FACTS[3]
+    assert (await found(deps, "Which job does the user have?"))[0] == FACTS[2]
+
+
+async def test_a_rare_word_finds_its_memory_by_keyword(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS, "The wifi password at the cabin is Zephyr42.")
+    assert (await found(deps, "Zephyr42"))[0] == "The wifi password at the cabin is Zephyr42."
+
+
+async def test_top_k_bounds_the_answer_best_first(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    memories, mode = await search(ask("peanut allergy", top_k=2), deps)
+    assert mode == "fast" and len(memories) == 2
+    assert memories[0].item.memory == FACTS[0]
+    assert memories[0].score >= memories[1].score
+
+
+async def test_the_memory_type_asked_for_is_the_only_one_returned(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS[:3])
+    (pref,) = await remember(deps, CUBE, "The user prefers to be called Bobby.",
+                             memory_type="UserMemory")
+    users, _ = await search(ask("What does the user like to be called?",
+                                memory_type="UserMemory"), deps)
+    assert [s.item.id for s in users] == [pref.id]
+    longs, _ = await search(ask("What does the user like to be called?",
+                                memory_type="LongTermMemory"), deps)
+    assert longs and pref.id not in {s.item.id for s in longs}
+
+
+async def test_archived_memories_are_not_found(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nodes = await remember(deps, CUBE, *FACTS)
+    await deps.store.set_status(CUBE, [nodes[0].id], "archived")
+    assert FACTS[0] not in await found(deps, "Which food could make him ill?")
+    assert FACTS[0] not in await found(deps, "peanuts")
+
+
+async def test_a_search_filter_keeps_only_matching_memories(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS[:3])
+    await remember(deps, CUBE, "The user is allergic to shellfish.", tags=("health",))
+    got = await found(deps, "allergies", search_filter={"tags": {"contains": "health"}})
+    assert got == ["The user is allergic to shellfish."]
+    none = await found(deps, "allergies", search_filter={"session_id": "nope"})
+    assert none == []
+
+
+async def test_a_working_copy_and_its_memory_count_once(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    out = await add_memories([record(ExtractedMemory(**ME, memory=FACTS[0]))], deps)
+    assert out
+    memories, _ = await search(ask("peanut allergy"), deps)
+    assert [s.item.memory for s in memories] == [FACTS[0]]
+    assert memories[0].item.metadata.memory_type == "LongTermMemory"  # the canonical node
+
+
+async def test_fine_mode_answers_with_the_rules_stand_in(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    memories, mode = await search(ask("Which food could make him ill?", mode="fine"), deps)
+    assert mode == "fine"
+    assert FACTS[0] in [s.item.memory for s in memories]
+
+
+# --------------------------------------------------------------------------- requests
+
+
+async def no_wait(_token: WriteToken, _timeout: float) -> None:
+    return None
+
+
+def raw_request(request: Any) -> RawRecord:
+    return RawRecord(topic="t.requests", partition=0, offset=0, key=CUBE.encode(),
+                     value=REQUESTS.encode(request))
+
+
+async def result_of(deps: Deps, request: Any) -> Any:
+    """The result of an answered request (which must have succeeded)."""
+    reply = reply_of(await answer(raw_request(request), deps, no_wait))
+    assert reply.ok, reply.error
+    return reply.result
+
+
+def reply_of(result: Answer) -> Reply:
+    (out,) = [o.event for o in result.outgoing if isinstance(o.event, Reply)]
+    assert isinstance(out, Reply)
+    return out
+
+
+async def test_a_search_request_is_answered_on_its_reply_topic(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nodes = await remember(deps, CUBE, *FACTS)
+    req = ask("peanut allergy", top_k=1, reply_to="my.replies", reply_partition=3,
+              requester="agent-7")
+    result = await answer(raw_request(req), deps, no_wait)
+    (out,) = result.outgoing
+    assert (out.topic, out.partition, out.key) == ("my.replies", 3, b"agent-7")
+    reply = reply_of(result)
+    assert reply.ok and reply.correlation_id == req.correlation_id
+    assert isinstance(reply.result, SearchResult)
+    assert [s.item.id for s in reply.result.memories] == [nodes[0].id]
+    assert [i.id for i in result.used] == [nodes[0].id]
+    # usage is recorded after the reply, on the node returned
+    await record_usage(deps, req, result.used)
+    (node,) = await deps.query.get_nodes(CUBE, [nodes[0].id])
+    assert [(u.requester, u.query) for u in node.metadata.usage] == [("agent-7", req.query)]
+
+
+async def test_get_all_pages_say_when_more_follow(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    seen: list[str] = []
+    offset, pages = 0, []
+    while True:
+        req = GetAllRequest(**ME, memory_type="LongTermMemory", offset=offset, limit=2)
+        page = await result_of(deps, req)
+        assert isinstance(page, NodesResult)
+        pages.append((len(page.nodes), page.total, page.truncated, page.next_offset))
+        seen += [n.memory for n in page.nodes]
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    assert pages == [(2, 5, True, 2), (2, 5, True, 4), (1, 5, False, None)]
+    assert sorted(seen) == sorted(FACTS)
+
+
+async def test_a_page_is_capped_by_the_page_limit_and_says_so(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, limits={"page_nodes": 3})
+    await remember(deps, CUBE, *FACTS)
+    page = await result_of(deps, GetAllRequest(**ME))
+    assert isinstance(page, NodesResult)
+    assert (len(page.nodes), page.total, page.truncated, page.next_offset) == (3, 5, True, 3)
+
+
+async def test_get_all_leaves_out_inactive_memories_unless_asked(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nodes = await remember(deps, CUBE, *FACTS[:3])
+    await deps.store.set_status(CUBE, [nodes[0].id], "archived")
+    active = await result_of(deps, GetAllRequest(**ME))
+    every = await result_of(deps, GetAllRequest(**ME, include_inactive=True))
+    assert isinstance(active, NodesResult) and isinstance(every, NodesResult)
+    assert nodes[0].id not in {n.id for n in active.nodes} and active.total == 2
+    assert nodes[0].id in {n.id for n in every.nodes} and every.total == 3
+
+
+async def test_an_unknown_cube_gets_an_error_reply_not_silence(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nobody: dict[str, Any] = {"user_id": "nobody", "cube_id": "nobody"}
+    for req in (GetAllRequest(**nobody), ask("anything", **nobody)):
+        reply = reply_of(await answer(raw_request(req), deps, no_wait))
+        assert not reply.ok and reply.error is not None
+        assert reply.error.type == "UnknownCube" and "nobody" in reply.error.message
+
+
+async def test_an_invalid_request_gets_an_error_reply_and_a_dead_letter(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    raw = RawRecord(topic="t.requests", partition=0, offset=9, key=None,
+                    value=b'{"op": "search", "user_id": "bob", "correlation_id": "c-1", '
+                          b'"query": "x", "top_k": 0}')
+    result = await answer(raw, deps, no_wait)
+    reply = reply_of(result)
+    assert not reply.ok and reply.correlation_id == "c-1" and reply.error is not None
+    assert "top_k" in reply.error.message
+    (letter,) = [o.event for o in result.outgoing if isinstance(o.event, DeadLetter)]
+    assert isinstance(letter, DeadLetter) and letter.original_offset == 9
+
+
+async def test_a_bad_search_filter_is_answered_with_its_reason(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    req = ask("peanuts", search_filter={"colour": "red"})
+    reply = reply_of(await answer(raw_request(req), deps, no_wait))
+    assert not reply.ok and reply.error is not None and "colour" in reply.error.message
+
+
+async def test_get_and_working_memory_requests(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nodes = await remember(deps, CUBE, *FACTS[:2])
+    got = await result_of(deps, GetRequest(**ME, ids=(nodes[1].id, "x")))
+    assert isinstance(got, NodesResult) and [n.id for n in got.nodes] == [nodes[1].id]
+    await add_memories([record(ExtractedMemory(**ME, memory=FACTS[4]))], deps)
+    working = await result_of(deps, WorkingMemoryRequest(**ME))
+    assert isinstance(working, NodesResult)
+    assert [n.memory for n in working.nodes] == [FACTS[4]]
+
+
+async def test_a_subgraph_holds_the_best_match_and_its_neighbours(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    nodes = await remember(deps, CUBE, *FACTS)
+    edge = Edge(source=nodes[0].id, target=nodes[4].id, type="RELATE_TO")
+    await deps.store.add_edges(CUBE, [edge])
+    req = SubgraphRequest(**ME, query="peanut allergy", top_k=1, depth=1)
+    result = await result_of(deps, req)
+    assert isinstance(result, SubgraphResult)
+    sub = result.subgraph
+    assert sub.core_id == nodes[0].id
+    assert {n.id for n in sub.nodes} == {nodes[0].id, nodes[4].id}
+    assert [(e.source, e.target, e.type) for e in sub.edges] == [
+        (nodes[0].id, nodes[4].id, "RELATE_TO")]
