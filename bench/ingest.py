@@ -79,7 +79,7 @@ async def kafka_path(settings: Settings, bootstrap: str, graph_uri: str, n: int)
             await client.wait_applied(token, timeout=600)
         elapsed = time.perf_counter() - t0
         assert worker.deps is not None
-        stored = sum([await worker.deps.vectors.count(f"cube{c}") for c in range(10)])
+        stored = sum([await worker.deps.store.vectors.count(f"cube{c}") for c in range(10)])
     return stored / 2 / elapsed  # each memory is a long-term node + a working-memory copy
 
 

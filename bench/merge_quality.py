@@ -29,14 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from streams.core.subjects import different_subjects  # noqa: E402
 from streams.embed.local import LocalEmbedder  # noqa: E402
+from streams.llm.rules import stand_in
 from streams.prompts.conflict import (  # noqa: E402
     RELATION_JUDGE,
     JudgeContext,
     MemoryStatement,
     Relation,
 )
-from streams.prompts.conflict_subjects import different_subjects  # noqa: E402
 from topics.settings import MemorySettings  # noqa: E402
 
 LABELS: tuple[Relation, ...] = ("contradictory", "redundant", "independent")
@@ -82,7 +83,7 @@ def judge_pair(pair: Pair, merge_threshold: float) -> Scored:
         similarity=max(-1.0, min(1.0, pair.similarity)),
         merge_threshold=merge_threshold,
     )
-    answer = RELATION_JUDGE.rules(ctx)
+    answer = stand_in(RELATION_JUDGE)(ctx)
     return Scored(pair, answer.relation, answer.reason)
 
 

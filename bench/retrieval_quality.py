@@ -264,7 +264,7 @@ async def main() -> None:
             waited = await settle(settings, stack.bootstrap)
             print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
             assert worker.deps is not None
-            counts = [await worker.deps.graph.count_by_type(cube_of(conv, s))
+            counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
                       for conv in convs for s in conv.speakers]
             print("activated memories per cube (long-term / user / episodes): " + ", ".join(
                 f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"

@@ -126,9 +126,9 @@ async def main() -> None:
             async with Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                     MemoryClient(settings, stack.bootstrap) as client:
                 assert worker.deps is not None
-                if isinstance(worker.deps.vectors, CachedVectorStore):  # steady state: warm
+                if isinstance(worker.deps.store.vectors, CachedVectorStore):  # steady state: warm
                     for c in range(args.cubes):
-                        await worker.deps.vectors.warm(f"cube{c}")
+                        await worker.deps.store.vectors.warm(f"cube{c}")
                 await replaced.start()
                 await applied.start()
                 stats = worker.stats["scheduler"]

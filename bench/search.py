@@ -136,9 +136,9 @@ async def main() -> None:
             async with Worker(settings, stack.bootstrap, stack.graph_uri) as live:
                 assert live.deps is not None
                 t0 = time.perf_counter()
-                if isinstance(live.deps.vectors, CachedVectorStore):  # steady state: all warm
+                if isinstance(live.deps.store.vectors, CachedVectorStore):  # steady state: all warm
                     for c in range(args.cubes):
-                        await live.deps.vectors.warm(f"cube{c}")
+                        await live.deps.store.vectors.warm(f"cube{c}")
                 print(f"warmed the in-memory vector index in {time.perf_counter() - t0:.0f}s")
                 own = await client_in_own_process(settings, stack.bootstrap, jobs)
                 async with MemoryClient(settings, stack.bootstrap) as client:

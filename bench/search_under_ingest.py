@@ -85,7 +85,7 @@ async def main() -> None:
                 busy = await timed_searches(client, args.queries, rng)
                 stop.set()
                 await feeder
-                added = sum([await worker.deps.vectors.count(f"cube{c}") for c in range(10)])
+                added = sum([await worker.deps.store.vectors.count(f"cube{c}") for c in range(10)])
     print(f"{'searches (fast, top_k 10)':<34}{'p50 ms':>8}{'p95 ms':>8}{'max ms':>8}")
     for label, lat in (("idle worker (baseline)", idle), ("while ingesting", busy)):
         print(f"{label:<34}{pct(lat, 50):>8.1f}{pct(lat, 95):>8.1f}{max(lat) * 1000:>8.0f}")

@@ -101,9 +101,9 @@ async def run_demo(settings: Settings | None = None, console: Console | None = N
                             status.update(f"Extracting and storing memories… {i}/{len(tokens)}")
                     items = []
                     for memory_type in ("UserMemory", "LongTermMemory"):
-                        items += await worker.deps.graph.all_of_type(DEMO_USER, memory_type)
+                        items += await worker.deps.query.all_of_type(DEMO_USER, memory_type)
                     console.print(_table(sorted(items, key=lambda i: i.metadata.created_at)))
-                    counts = await worker.deps.graph.count_by_type(DEMO_USER)
+                    counts = await worker.deps.query.count_by_type(DEMO_USER)
                     console.print(
                         f"{len(items)} memories stored; also {counts.get('EpisodicMemory', 0)} "
                         f"episodes (the chunks as said) and {counts.get('WorkingMemory', 0)} "

@@ -25,7 +25,6 @@ from sinks.cypher_dialect import Dialect as Dialect
 from sinks.cypher_filters import BOOL_FIELDS as BOOL_FIELDS
 from sinks.cypher_filters import LIST_FIELDS as LIST_FIELDS
 from sinks.cypher_filters import NUMBER_FIELDS as NUMBER_FIELDS
-from sinks.cypher_filters import TIME_FIELDS as TIME_FIELDS
 from sinks.cypher_filters import compile_filters as compile_filters
 from sinks.cypher_filters import iso as iso
 from sinks.ports import FILTER_FIELDS, Direction, StoreError

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from sinks.cypher_dialect import Dialect
-from sinks.ports import FILTER_FIELDS, Filter, StoreError
+from sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, StoreError
 
 
 def iso(value: datetime) -> str:
@@ -22,7 +22,6 @@ def iso(value: datetime) -> str:
 
 
 LIST_FIELDS: Final = frozenset({"tags", "entities"})
-TIME_FIELDS: Final = frozenset({"created_at", "updated_at", "memory_time"})
 NUMBER_FIELDS: Final = frozenset({"confidence"})
 BOOL_FIELDS: Final = frozenset({"frozen"})
 _RANGE_OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">="}

@@ -16,11 +16,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sinks.ports import Filter, StoreError
+from sinks.ports import TIME_FIELDS, Filter, StoreError
 from topics.models import MemoryItem
 
 LIST_FIELDS = frozenset({"tags", "entities"})
-TIME_FIELDS = frozenset({"created_at", "updated_at", "memory_time"})
 # Filterable fields that every VectorRecord stores (cube_id is implied by the search).
 VECTOR_STRING_FIELDS = frozenset(
     {"id", "user_id", "session_id", "memory_type", "status", "type", "key", "hierarchy_level"}

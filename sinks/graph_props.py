@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from sinks import cypher, fulltext
-from sinks.ports import StoreError
+from sinks.ports import TIME_FIELDS, StoreError
 from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
 # Stored as JSON text; serialised and parsed in one pydantic-core call each (a node's
@@ -87,7 +87,7 @@ def unique_edges(rows: Sequence[Mapping[str, Any]]) -> list[Edge]:
 
 def group_value(field: str, value: object) -> object:
     """Times come back as datetimes, like on the nodes; everything else as stored."""
-    if field in cypher.TIME_FIELDS and isinstance(value, str):
+    if field in TIME_FIELDS and isinstance(value, str):
         return datetime.fromisoformat(value)
     return value
 

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from sinks import cypher, fulltext
-from sinks.filtering import TIME_FIELDS, field_value, matches_all
+from sinks.filtering import field_value, matches_all
 from sinks.ports import (
     FILTER_FIELDS,
+    TIME_FIELDS,
     Direction,
     Filter,
     FilterField,

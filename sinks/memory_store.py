@@ -32,7 +32,8 @@ from typing import TypeVar
 
 from sinks.filtering import matches_all, vector_filter_supported
 from sinks.ports import Filter, GraphStore, StoreError, VectorRecord, VectorStore
-from topics.models import MemoryItem, MemoryType, Status
+from sinks.query import MemoryQuery
+from topics.models import Edge, EdgeType, MemoryItem, MemoryType, Status, UsageRecord
 
 log = logging.getLogger("memstream.sinks")
 T = TypeVar("T")
@@ -98,6 +99,7 @@ class MemoryStore:
             raise StoreError("attempts must be at least 1")
         self.graph = graph
         self.vectors = vectors
+        self.query = MemoryQuery(graph, vectors)  # what stages read through
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
@@ -207,6 +209,48 @@ class MemoryStore:
             lambda: self.vectors.set_status(cube_id, present, status),
         )
         return changed_ids
+
+    async def update_node(self, cube_id: str, node: MemoryItem) -> bool:
+        """Replace an existing node's text-free fields (key, tags, status, …): graph first,
+        then the vector's metadata (the embedding is kept, so the text must not change: use
+        ``write`` with a new vector for that). False when the node does not exist."""
+        if not await self._retry(f"graph update of {node.id} in {cube_id}",
+                                 lambda: self.graph.update_node(cube_id, node)):
+            return False
+        stored = await self._retry(f"vector read of {node.id} in {cube_id}",
+                                   lambda: self.vectors.get(cube_id, [node.id]))
+        if stored and not _same_metadata(stored[0], vector_record(node, ())):
+            fresh = vector_record(node, stored[0].vector)
+            await self._retry(f"vector metadata of {node.id} in {cube_id}",
+                              lambda: self.vectors.upsert([fresh]))
+        return True
+
+    async def add_edges(self, cube_id: str, edges: Sequence[Edge]) -> None:
+        """MERGE edges between existing nodes (idempotent, retried)."""
+        if edges:
+            await self._retry(f"edges in {cube_id}", lambda: self.graph.add_edges(cube_id, edges))
+
+    async def delete_edge(self, cube_id: str, source: str, target: str, type: EdgeType) -> bool:
+        return await self._retry(f"edge delete in {cube_id}",
+                                 lambda: self.graph.delete_edge(cube_id, source, target, type))
+
+    async def redirect_edges(
+        self, cube_id: str, from_ids: Sequence[str], to_id: str, exclude: Sequence[EdgeType]
+    ) -> int:
+        """Move edges of ``from_ids`` (except ``exclude`` types) onto ``to_id`` (retried)."""
+        return await self._retry(
+            f"edge redirect onto {to_id} in {cube_id}",
+            lambda: self.graph.redirect_edges(cube_id, from_ids, to_id, exclude))
+
+    async def record_usage(
+        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        seen: Sequence[MemoryItem] = (),
+    ) -> int:
+        """Append a usage record to existing nodes (graph only: usage is not in the vector's
+        metadata); returns how many were updated."""
+        return await self._retry(
+            f"usage of {len(ids)} nodes in {cube_id}",
+            lambda: self.graph.record_usage(cube_id, ids, record, keep, seen))
 
     async def clear_cube(self, cube_id: str) -> tuple[int, int]:
         """Erase a cube from both stores; returns (nodes, vectors) deleted."""

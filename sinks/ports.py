@@ -45,6 +45,8 @@ FilterField = Literal[
     "frozen",
 ]
 FILTER_FIELDS: frozenset[str] = frozenset(FilterField.__args__)  # type: ignore[attr-defined]
+# Fields holding a time: a filter on one compares times (an ISO-8601 string with a timezone).
+TIME_FIELDS: frozenset[str] = frozenset({"created_at", "updated_at", "memory_time"})
 Direction = Literal["out", "in", "any"]
 
 

@@ -30,7 +30,7 @@ from topics.settings import LimitsSettings, Settings, WorkerSettings
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
-    from sinks.ports import GraphStore, VectorStore
+    from sinks.query import MemoryQuery
     from streams.embed.port import Embedder
     from streams.llm.port import LLM
 
@@ -103,15 +103,20 @@ class Pause:
 
 @dataclass
 class Deps:
-    """Everything a stage's logic may use, built once per worker."""
+    """Everything a stage's logic may use, built once per worker.
+
+    ``store`` is the only way to change memory (graph and vectors as one unit, retried);
+    ``query`` reads (``store.query``: the same stores, no write methods)."""
 
     settings: Settings
     llm: LLM
     embedder: Embedder
-    graph: GraphStore
-    vectors: VectorStore
     store: MemoryStore
     clock: Clock
+
+    @property
+    def query(self) -> MemoryQuery:
+        return self.store.query
 
 
 @dataclass(frozen=True)

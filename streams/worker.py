@@ -80,7 +80,7 @@ class Worker:
         await graph.ensure_schema()
         vectors = create_vector_store(s, embedder.dim)
         await vectors.ensure_collection()
-        self.deps = Deps(settings=s, llm=llm, embedder=embedder, graph=graph, vectors=vectors,
+        self.deps = Deps(settings=s, llm=llm, embedder=embedder,
                          store=MemoryStore(graph, vectors), clock=self.clock)
         return self.deps
 
@@ -117,7 +117,8 @@ class Worker:
             self.progress = None
         if self.deps is not None:
             d, self.deps = self.deps, None
-            for closer in (d.graph.close, d.vectors.close, d.llm.close, d.embedder.close):
+            store = d.store
+            for closer in (store.graph.close, store.vectors.close, d.llm.close, d.embedder.close):
                 try:
                     await closer()
                 except Exception:  # noqa: BLE001 - keep closing the rest

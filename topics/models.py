@@ -62,6 +62,17 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def parse_iso_time(text: str, *, naive_as_utc: bool) -> datetime:
+    """An ISO-8601 date or time ("Z" allowed) as an aware datetime. A value without a
+    timezone is taken as UTC when ``naive_as_utc``, else refused; ``ValueError`` otherwise."""
+    parsed = datetime.fromisoformat(text.strip())
+    if parsed.tzinfo is None:
+        if not naive_as_utc:
+            raise ValueError(f"{text!r} has no timezone")
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
 def _check_identifier(value: str) -> str:
     if not value or not value.strip():
         raise ValueError("must be a non-empty string")

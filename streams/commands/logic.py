@@ -46,7 +46,7 @@ def _update(cmd: Event, deps: Deps, action: str, node_id: str | None, **kw: Any)
 
 
 async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
-    node = await deps.graph.get_node(cmd.cube_id, cmd.node_id)
+    node = await deps.query.get_node(cmd.cube_id, cmd.node_id)
     if node is None:
         raise CommandRejected(f"node {cmd.node_id} not found in cube {cmd.cube_id}")
     if node.metadata.frozen and cmd.frozen is not False:
@@ -61,14 +61,14 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
         vector = (await deps.embedder.embed_passages([cmd.memory]))[0]
         await deps.store.write([(updated, vector.tolist())])
     else:
-        await deps.graph.update_node(cmd.cube_id, updated)
+        await deps.store.update_node(cmd.cube_id, updated)
         if "status" in changes:
             await deps.store.set_status(cmd.cube_id, [cmd.node_id], changes["status"])
     return [_update(cmd, deps, "updated", cmd.node_id, node=updated)]
 
 
 async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
-    nodes = await deps.graph.get_nodes(cmd.cube_id, cmd.node_ids)
+    nodes = await deps.query.get_nodes(cmd.cube_id, cmd.node_ids)
     frozen = [n.id for n in nodes if n.metadata.frozen]
     if frozen:
         raise CommandRejected(f"frozen nodes cannot be deleted: {', '.join(frozen)}")

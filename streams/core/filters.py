@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from sinks.ports import FILTER_FIELDS, Filter, FilterField, FilterOp
+from sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, FilterField, FilterOp
+from topics.models import parse_iso_time
 
 OPS: frozenset[str] = frozenset({"=", "!=", "in", "contains", "<", "<=", ">", ">="})
-TIME_FIELDS = frozenset({"created_at", "updated_at", "memory_time"})
 
 
 class FilterSyntaxError(ValueError):
@@ -59,7 +59,4 @@ def _make(field: FilterField, op: FilterOp, value: Any) -> Filter:
 
 
 def _as_time(value: Any) -> datetime:
-    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError("naive datetime")
-    return parsed
+    return parse_iso_time(str(value), naive_as_utc=False)

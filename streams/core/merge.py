@@ -4,7 +4,7 @@ For a new long-term node: find the most similar activated, unfrozen nodes of the
 same type in the cube; the relation judge labels each candidate pair; a
 ``redundant`` or ``contradictory`` pair is fused into one node that keeps the new
 node's id, and the old node is archived with a ``MERGED_TO`` edge to it and its
-other edges moved over. A pair about different subjects (``conflict_subjects``) is never
+other edges moved over. A pair about different subjects (``streams.core.subjects``) is never
 merged, before and regardless of the judge. Otherwise only the judge decides: with this
 embedder, different facts often score above the merge threshold. If the judge fails, the
 threshold decides; if fusion fails, a hard update keeps the newer statement.
@@ -16,9 +16,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from streams.core.subjects import different_subjects
 from streams.llm.port import LLMError
 from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, Relation
-from streams.prompts.conflict_subjects import different_subjects
 from streams.prompts.fusion import FUSION, FusionContext
 from streams.runtime import Deps
 from topics.ids import working_copy_id
@@ -168,7 +168,7 @@ def parse_note(note: str) -> tuple[Relation, str]:
 async def recorded_merge(deps: Deps, cube_id: str, node_id: str) -> tuple[Edge, str] | None:
     """The merge decided while adding ``node_id``, if an earlier attempt recorded one: its
     ``MERGED_TO`` edge and ``relation: reason``."""
-    for edge in await deps.graph.edges_of(cube_id, node_id, ["MERGED_TO"], "any"):
+    for edge in await deps.query.edges_of(cube_id, node_id, ["MERGED_TO"], "any"):
         note = decided_for(edge, node_id)
         if note is not None:
             return edge, note
@@ -185,7 +185,7 @@ async def apply(merge: Merge, deps: Deps, decided_by: str | None = None,
     the redelivered input completes it instead of deciding again."""
     cube = merge.kept.metadata.cube_id
     archived = merge.archived
-    await deps.graph.add_edges(cube, [Edge(source=archived.id, target=merge.kept.id,
+    await deps.store.add_edges(cube, [Edge(source=archived.id, target=merge.kept.id,
                                            type="MERGED_TO",
                                            reason=merge_note(merge, decided_by))])
     await deps.store.write([(merge.kept, merge.kept_vector), (archived, await _vector_of(
@@ -198,13 +198,13 @@ async def finish(merge: Merge, deps: Deps) -> None:
     the archived node's copy leaves it; the archived node's non-lineage edges move over."""
     cube = merge.kept.metadata.cube_id
     await deps.store.delete(cube, [working_copy_id(merge.archived.id)])
-    await deps.graph.redirect_edges(cube, [merge.archived.id], merge.kept.id,
+    await deps.store.redirect_edges(cube, [merge.archived.id], merge.kept.id,
                                     exclude=sorted(LINEAGE_EDGE_TYPES))
 
 
 async def _vector_of(deps: Deps, item: MemoryItem, merge: Merge) -> Sequence[float]:
     """The archived node keeps its own vector (from the store, or the new one it came with)."""
-    records = await deps.vectors.get(item.metadata.cube_id, [item.id])
+    records = await deps.query.vectors(item.metadata.cube_id, [item.id])
     if records:
         return list(records[0].vector)
     return merge.kept_vector if merge.kept.memory == item.memory else await _embed(

@@ -24,7 +24,7 @@ from streams.prompts.search import (
     HistoryTurn,
     ReasonerCandidate,
     ReasonerContext,
-    ids_from_free_text,
+    fallback_ids_from_text,
 )
 from streams.runtime import Deps
 from topics.events import ScoredMemory, SearchRequest
@@ -113,7 +113,7 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
     stored = [t for t in requested_types(req.memory_type) if t != "WorkingMemory"]
     if not stored or not keys:
         return []
-    return await deps.graph.find_nodes(req.cube_id, [
+    return await deps.query.find_nodes(req.cube_id, [
         Filter("key", "in", list(keys)),
         Filter("status", "=", "activated"),
         Filter("memory_type", "in", stored),
@@ -142,7 +142,7 @@ async def recall(
     async def by_tags() -> list[MemoryItem]:
         if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
             return []
-        hits = await deps.graph.neighbors_by_tags(
+        hits = await deps.query.neighbors_by_tags(
             req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
             limit=top_k)
         return [h.node for h in hits
@@ -151,7 +151,7 @@ async def recall(
     async def by_keyword() -> list[MemoryItem]:
         if not stored or not deps.settings.search.keyword_recall:
             return []
-        hits = await deps.graph.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored, filters)
         return [node for node, _ in hits]
 
     async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
@@ -160,7 +160,7 @@ async def recall(
             return
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
-            found.add_hits(await deps.vectors.search(
+            found.add_hits(await deps.query.vector_search(
                 req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters),
                 of_query)
         else:  # a filter only the graph can apply: join now
@@ -214,7 +214,7 @@ async def rerank(
     missing = [i for i in candidates.items if i not in candidates.records]
     records = dict(candidates.records)
     if missing:
-        records.update({r.id: r for r in await deps.vectors.get(cube_id, missing)})
+        records.update({r.id: r for r in await deps.query.vectors(cube_id, missing)})
     # a node whose vector is not written yet is not searchable yet
     ids = [i for i in candidates.ids() if i in records]
     cosines = dict(candidates.cosines)  # the vector search's own scores, where it has them
@@ -256,7 +256,7 @@ async def materialize(
         chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
         pos += len(chunk)
         unread = [i for i, _ in chunk if i not in candidates.items]
-        for node in await deps.graph.get_nodes(req.cube_id, unread) if unread else []:
+        for node in await deps.query.get_nodes(req.cube_id, unread) if unread else []:
             meta = node.metadata
             if (meta.status == "activated" and meta.memory_type in types
                     and matches_all(node, filters)):
@@ -278,7 +278,7 @@ async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> 
     try:
         selected = (await deps.llm.run(REASONER, ctx)).selected_ids
     except LLMError as exc:
-        selected = ids_from_free_text(exc.last_answer or "", known)
+        selected = fallback_ids_from_text(exc.last_answer or "", known)
         log.warning("reasoner answer unusable (%s); %d ids found in its text", exc, len(selected))
         if not selected:
             return ranked

@@ -134,15 +134,15 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
                                at: datetime) -> Applied:
     """Make the cube's WorkingMemory exactly ``refs`` (at most the capacity), in order."""
     capacity = deps.settings.memory.working_memory_capacity
-    nodes = {n.id: n for n in await deps.graph.get_nodes(cube_id, list(dict.fromkeys(refs)))}
+    nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(dict.fromkeys(refs)))}
     # Summaries the rules stand-in wrote never enter working memory, whoever names them.
     refused = [ref for ref in dict.fromkeys(refs) if ref in nodes and not admissible(nodes[ref])]
     targets, missing = target_copies([r for r in refs if r not in refused], nodes, at, capacity)
-    current = {c.id: c for c in await deps.graph.all_of_type(cube_id, "WorkingMemory",
+    current = {c.id: c for c in await deps.query.all_of_type(cube_id, "WorkingMemory",
                                                              status=None)}
     changed = [(t, vid) for t, vid in targets if current.get(t.id) != t]
     if changed:
-        stored = {r.id: list(r.vector) for r in await deps.vectors.get(
+        stored = {r.id: list(r.vector) for r in await deps.query.vectors(
             cube_id, [vid for _, vid in changed])}
         unembedded = [t for t, vid in changed if vid not in stored]
         if unembedded:
@@ -196,7 +196,7 @@ async def replace_working_memory(cmd: ReplaceWorkingMemory, deps: Deps,
                                  stage: str) -> list[Outgoing]:
     """The ``replace_working_memory`` command: the same sink, ids as given (long-term ids or
     working copies). Unknown ids reject the whole command, so nothing half-applies."""
-    found = {n.id for n in await deps.graph.get_nodes(cmd.cube_id, list(cmd.node_ids))}
+    found = {n.id for n in await deps.query.get_nodes(cmd.cube_id, list(cmd.node_ids))}
     unknown = [i for i in cmd.node_ids if i not in found]
     if unknown:
         raise UnknownWorkingMemoryIds(

@@ -16,7 +16,7 @@ import openai
 from openai import AsyncOpenAI
 
 from streams.embed.port import EmbedderError, Vectors
-from streams.llm.openai_llm import status_message
+from streams.llm.openai_client import openai_client, status_message
 from topics.settings import EmbedderSettings
 
 log = logging.getLogger(__name__)
@@ -35,13 +35,8 @@ class OpenAIEmbedder:
 
     def __init__(self, settings: EmbedderSettings, *, client: AsyncOpenAI | None = None) -> None:
         self._settings = settings
-        api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
-        self._client = client or AsyncOpenAI(
-            api_key=api_key,
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
+        self._client = client or openai_client(settings.base_url, settings.api_key,
+                                               settings.timeout_s)
         self._dim: int | None = settings.dimensions
         self.calls = 0
         self.failures = 0

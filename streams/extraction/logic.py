@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from streams.extraction.chunking import chunk_text
 from streams.prompts.extraction import (
@@ -21,7 +21,7 @@ from streams.prompts.textutil import tags_for
 from streams.runtime import Deps, Outgoing, Record
 from topics.events import ConversationChunk, ExtractedMemory, Message, Origin
 from topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
-from topics.models import SourceRef
+from topics.models import SourceRef, parse_iso_time
 from topics.registry import MEMORY_ITEMS
 
 log = logging.getLogger("memstream.extraction")
@@ -33,10 +33,9 @@ def _parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        return parse_iso_time(value, naive_as_utc=True)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 async def extract_chunk(

@@ -16,6 +16,7 @@ from openai import AsyncOpenAI
 from pydantic import ValidationError
 
 from streams.llm.jsonfix import JSONRecoveryError, recover_json
+from streams.llm.openai_client import openai_client, status_message
 from streams.llm.port import ChatMessage, Ctx, LLMError, LLMUsage, Resp, Task
 from topics.settings import LLMSettings
 
@@ -52,13 +53,8 @@ class OpenAILLM:
 
     def __init__(self, settings: LLMSettings, *, client: AsyncOpenAI | None = None) -> None:
         self._settings = settings
-        api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
-        self._client = client or AsyncOpenAI(
-            api_key=api_key,
-            base_url=settings.base_url,
-            timeout=settings.timeout_s,
-            max_retries=0,
-        )
+        self._client = client or openai_client(settings.base_url, settings.api_key,
+                                               settings.timeout_s)
         # Flipped off once the server rejects response_format (many local servers do).
         self._json_mode = True
         self.usage = LLMUsage()
@@ -196,16 +192,6 @@ class OpenAILLM:
     def _count_failure(self, task_name: str) -> None:
         self.usage.failures += 1
         self._task_usage(task_name).failures += 1
-
-
-def status_message(exc: openai.APIStatusError) -> str:
-    """The server's own error message, without the client's 'Error code: N -' wrapping."""
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-    return str(exc.message)
 
 
 def _describe(exc: ValidationError) -> str:

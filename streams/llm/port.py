@@ -31,7 +31,6 @@ class Task(Generic[Ctx, Resp]):
     name: str
     render: Callable[[Ctx], list[ChatMessage]]
     response: type[Resp]
-    rules: Callable[[Ctx], Resp]
 
 
 class LLMError(RuntimeError):

@@ -109,7 +109,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     for record in records:
         unique.setdefault(node_id_for(record.value), record)
     nodes = {nid: build_node(r.value) for nid, r in unique.items()}
-    stored = {n.id: n for n in await deps.graph.get_nodes(cube_id, list(unique))}
+    stored = {n.id: n for n in await deps.query.get_nodes(cube_id, list(unique))}
     # Undecided: new, or written by an attempt that stopped before its decision was applied.
     pending = [nid for nid in unique
                if nid not in stored or stored[nid].metadata.status == "generated"]
@@ -128,7 +128,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                 writes.append((working_copy(node), row))
     await deps.store.write(writes)
     if provenance := episode_edges(list(nodes.values())):
-        await deps.graph.add_edges(cube_id, provenance)
+        await deps.store.add_edges(cube_id, provenance)
 
     out: list[Outgoing] = []
     now = deps.clock()
@@ -203,13 +203,13 @@ async def decide(
     recorded = await recorded_merge(deps, cube_id, node.id)
     if recorded is not None:
         edge, note = recorded
-        partner = await deps.graph.get_node(
+        partner = await deps.query.get_node(
             cube_id, edge.source if edge.target == node.id else edge.target)
         if partner is not None:
             relation, reason = parse_note(note)
             merge = await resolve(partner, node, row, relation, reason, deps)
         if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
-            await deps.graph.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
+            await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
     if merge is None:
         found = await find_conflict(node, row, deps)
         if found is not None:
@@ -232,7 +232,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
         await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)], embed_nodes(deps))
         return [added(node, base)]
     edge, note = recorded
-    found = {n.id: n for n in await deps.graph.get_nodes(cube_id, [edge.target, edge.source])}
+    found = {n.id: n for n in await deps.query.get_nodes(cube_id, [edge.target, edge.source])}
     kept, archived = found.get(edge.target), found.get(edge.source)
     relation, reason = parse_note(note)
     if kept is None or archived is None:  # deleted since: announce what is known

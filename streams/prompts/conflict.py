@@ -2,7 +2,7 @@
 
 ``JudgeContext`` in (both statements, their timestamps, the embedding similarity and
 the merge threshold), chat messages out (``render``), answers validated by
-``JudgeResponse``; ``rules`` is the deterministic stand-in from ``conflict_rules``.
+``JudgeResponse``; its ``rules`` stand-in is ``streams.llm.rules.conflict``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from streams.llm.port import ChatMessage, Task
-from streams.prompts.conflict_rules import judge
 
 Relation = Literal["contradictory", "redundant", "independent"]
 REASON_MAX_CHARS = 300
@@ -167,16 +166,10 @@ def render(ctx: JudgeContext) -> list[ChatMessage]:
     ]
 
 
-def rules(ctx: JudgeContext) -> JudgeResponse:
-    """Deterministic judgement without a model (see ``conflict_rules``)."""
-    verdict = judge(ctx.existing.text, ctx.new.text, ctx.similarity, ctx.merge_threshold,
-                    ctx.existing.entities, ctx.new.entities)
-    return JudgeResponse(relation=verdict.relation, reason=verdict.reason)
 
 
 RELATION_JUDGE: Task[JudgeContext, JudgeResponse] = Task(
     name="relation_judge",
     render=render,
     response=JudgeResponse,
-    rules=rules,
 )

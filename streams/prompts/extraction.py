@@ -1,7 +1,7 @@
 """Memory extraction (MemReader, SPEC §3.1) as a typed task.
 
 ``ExtractionContext`` in, chat messages out (``render``), answers validated by
-``ExtractionResponse``; ``rules`` is the deterministic stand-in. Nothing here
+``ExtractionResponse``; the ``rules`` stand-in is ``streams.llm.rules.extraction``. Nothing here
 reads the clock: the stage passes ``now`` in.
 """
 
@@ -14,7 +14,6 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from streams.llm.port import ChatMessage, Task
-from streams.prompts.extraction_rules import RuleItem, extract_chat, extract_doc
 from streams.prompts.textutil import detect_language
 from topics.models import StoredMemoryType
 
@@ -270,30 +269,12 @@ def render(ctx: ExtractionContext) -> list[ChatMessage]:
     ]
 
 
-def rules(ctx: ExtractionContext) -> ExtractionResponse:
-    """Deterministic extraction without a model (see ``extraction_rules``)."""
-    if ctx.kind == "chat":
-        items, summary = extract_chat(ctx.messages)
-    else:
-        items, summary = extract_doc(ctx.document_text or "")
-    return ExtractionResponse(memories=[_to_model(i) for i in items], summary=summary)
 
 
-def _to_model(item: RuleItem) -> ExtractedItem:
-    return ExtractedItem(
-        key=item.key,
-        memory_type=item.memory_type,
-        value=item.value,
-        tags=item.tags,
-        memory_time=item.memory_time,
-        source_message_ids=item.source_message_ids,
-        type=item.type,
-    )
 
 
 EXTRACTION: Task[ExtractionContext, ExtractionResponse] = Task(
     name="extraction",
     render=render,
     response=ExtractionResponse,
-    rules=rules,
 )

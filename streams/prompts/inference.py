@@ -174,14 +174,10 @@ def render(ctx: InferenceContext) -> list[ChatMessage]:
     ]
 
 
-def rules(ctx: InferenceContext) -> InferenceResponse:
-    """No inferred facts without a model (SPEC: rules mode writes no reasoning nodes)."""
-    return InferenceResponse(fact=None)
 
 
 INFERENCE: Task[InferenceContext, InferenceResponse] = Task(
     name="reorganize.inference",
     render=render,
     response=InferenceResponse,
-    rules=rules,
 )

@@ -3,7 +3,7 @@
 ``RelationContext`` (the new node and one stored neighbour, with tags, entities, times and
 sessions) in, chat messages out, answers validated by ``RelationResponse``: CAUSE,
 CONDITION, RELATE, CONFLICT or NONE, and for CAUSE/CONDITION which way the edge points.
-``rules`` is the deterministic stand-in from ``relation_rules``.
+its ``rules`` stand-in is ``streams.llm.rules.relations``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from streams.llm.port import ChatMessage, Task
 from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, clip, language_rule, nonblank
-from streams.prompts.relation_rules import Side, link
 from topics.models import MemoryItem
 
 Relation = Literal["CAUSE", "CONDITION", "RELATE", "CONFLICT", "NONE"]
@@ -221,28 +220,14 @@ def render(ctx: RelationContext) -> list[ChatMessage]:
     ]
 
 
-# --------------------------------------------------------------------------- rules stand-in
 
 
-def _side(node: RelationNode) -> Side:
-    return Side(node.text, tuple(node.tags), tuple(node.entities), node.when)
 
 
-def rules(ctx: RelationContext) -> RelationResponse:
-    """Cause/condition cues naming the other memory, else shared entities/tags (``relation_rules``).
-
-    Never CONFLICT: contradictions are the merge stage's to judge.
-    """
-    found = link(_side(ctx.new), _side(ctx.old))
-    direction: Direction | None = None
-    if found.new_is_source is not None:
-        direction = "new_to_old" if found.new_is_source else "old_to_new"
-    return RelationResponse(relation=found.relation, direction=direction, reason=found.reason)
 
 
 RELATION_DETECTOR: Task[RelationContext, RelationResponse] = Task(
     name="reorganize.relation_detector",
     render=render,
     response=RelationResponse,
-    rules=rules,
 )

@@ -38,8 +38,6 @@ from streams.prompts.scheduler_rank import (
     render_rerank,
     resolve_keep,
     resolve_order,
-    rules_filter,
-    rules_rerank,
 )
 from streams.prompts.textutil import EN_STOPWORDS, detect_language, words_of
 
@@ -67,10 +65,8 @@ __all__ = [
     "render_rerank",
     "resolve_keep",
     "resolve_order",
-    "rules_decision",
-    "rules_filter",
-    "rules_keywords",
-    "rules_rerank",
+    "fallback_decision",
+
 ]
 
 MAX_KEYWORDS = 20
@@ -83,19 +79,8 @@ _ZH_FUNCTION = frozenset(
     "的地得了着过是在和与及或跟同也都就很太更最还又再才不没别把被对给让向从于以之而其"
     "这那哪些个么吗呢吧啊呀哦嗯啦嘛呗我你您他她它们谁什怎"
 )
-# Words that carry no information need (a "thanks!" never needs a retrieval).
-_SMALL_TALK = frozenset(
-    words_of(
-        "thanks thank thx hello hey bye goodbye cheers great cool nice okay sure please lol "
-        "haha good fine morning 谢谢 谢谢你 谢谢您 你好 您好 好的 再见 嗯嗯 哈哈 早安 晚安 收到"
-    )
-)
 
 
-def _small_talk(text: str) -> bool:
-    """Only greetings, thanks and filler words: nothing to look up."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    return bool(words) and all(w in _SMALL_TALK or w in EN_STOPWORDS for w in words)
 
 
 def fallback_keywords(text: str) -> list[str]:
@@ -182,15 +167,12 @@ def render_keywords(ctx: KeywordContext) -> list[ChatMessage]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def rules_keywords(ctx: KeywordContext) -> KeywordResponse:
-    return KeywordResponse(keywords=fallback_keywords(ctx.query))
 
 
 KEYWORDS: Task[KeywordContext, KeywordResponse] = Task(
     name="scheduler.keywords",
     render=render_keywords,
     response=KeywordResponse,
-    rules=rules_keywords,
 )
 
 # --------------------------------------------------------------------------- retrieval decision
@@ -268,8 +250,33 @@ def render_decision(ctx: DecisionContext) -> list[ChatMessage]:
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def rules_decision(ctx: DecisionContext) -> DecisionResponse:
-    """Retrieve when a keyword of the latest query appears in no working-memory text."""
+
+
+RETRIEVAL_DECISION: Task[DecisionContext, DecisionResponse] = Task(
+    name="scheduler.retrieval_decision",
+    render=render_decision,
+    response=DecisionResponse,
+)
+
+
+# Words that carry no information need (a "thanks!" never needs a retrieval).
+_SMALL_TALK = frozenset(
+    words_of(
+        "thanks thank thx hello hey bye goodbye cheers great cool nice okay sure please lol "
+        "haha good fine morning 谢谢 谢谢你 谢谢您 你好 您好 好的 再见 嗯嗯 哈哈 早安 晚安 收到"
+    )
+)
+
+
+def _small_talk(text: str) -> bool:
+    """Only greetings, thanks and filler words: nothing to look up."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    return bool(words) and all(w in _SMALL_TALK or w in EN_STOPWORDS for w in words)
+
+
+def fallback_decision(ctx: DecisionContext) -> DecisionResponse:
+    """The decision when the model fails (and the ``rules`` stand-in's answer): retrieve when a
+    keyword of the latest query appears in no working-memory text."""
     latest = ctx.queries[-1]
     terms = [] if _small_talk(latest) else query_terms(latest) or fallback_keywords(latest)
     if not terms:
@@ -285,11 +292,3 @@ def rules_decision(ctx: DecisionContext) -> DecisionResponse:
         missing_evidence=[latest],
         reason="working memory does not mention " + ", ".join(missing),
     )
-
-
-RETRIEVAL_DECISION: Task[DecisionContext, DecisionResponse] = Task(
-    name="scheduler.retrieval_decision",
-    render=render_decision,
-    response=DecisionResponse,
-    rules=rules_decision,
-)

@@ -124,19 +124,10 @@ def render_rerank(ctx: RerankContext) -> list[ChatMessage]:
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
 
-def rules_rerank(ctx: RerankContext) -> RerankResponse:
-    """By similarity when given, else by shared keywords; ties keep their original order."""
-    overlaps = ctx.overlaps()
-    sims = ctx.similarities
-    if sims is not None:
-        order = sorted(range(len(ctx.candidates)), key=lambda i: (-sims[i], -overlaps[i], i))
-    else:
-        order = sorted(range(len(ctx.candidates)), key=lambda i: (-overlaps[i], i))
-    return RerankResponse(order=order)
 
 
 RERANK: Task[RerankContext, RerankResponse] = Task(
-    name="scheduler.rerank", render=render_rerank, response=RerankResponse, rules=rules_rerank
+    name="scheduler.rerank", render=render_rerank, response=RerankResponse
 )
 
 
@@ -194,21 +185,8 @@ def render_filter(ctx: FilterContext) -> list[ChatMessage]:
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
 
-def rules_filter(ctx: FilterContext) -> FilterResponse:
-    """Similarity at or above the floor (or a shared keyword); keywords alone if no similarity.
-
-    With keywords alone and no candidate sharing one, the stand-in cannot judge and keeps all.
-    """
-    overlaps = ctx.overlaps()
-    n = len(ctx.candidates)
-    sims = ctx.similarities
-    if sims is not None:
-        keep = [i for i in range(n) if sims[i] >= ctx.floor_for(i) or overlaps[i] > 0]
-        return FilterResponse(keep=keep)
-    keep = [i for i in range(n) if overlaps[i] > 0]
-    return FilterResponse(keep=keep or list(range(n)))
 
 
 FILTER: Task[FilterContext, FilterResponse] = Task(
-    name="scheduler.filter", render=render_filter, response=FilterResponse, rules=rules_filter
+    name="scheduler.filter", render=render_filter, response=FilterResponse
 )

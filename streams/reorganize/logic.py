@@ -20,7 +20,7 @@ from streams.core.merge import apply, resolve
 from streams.llm.port import LLMError
 from streams.prompts.aggregate import AGGREGATE, AggregateContext
 from streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
-from streams.prompts.members import MemberNote
+from streams.prompts.members import MemberNote, is_generic
 from streams.prompts.relations import (
     RELATION_DETECTOR,
     RelationContext,
@@ -38,8 +38,6 @@ log = logging.getLogger("memstream.reorganize")
 STAGE = "reorganize"
 EDGE_OF: dict[str, EdgeType] = {"CAUSE": "CAUSE", "CONDITION": "CONDITION",
                                 "RELATE": "RELATE_TO", "CONFLICT": "CONFLICT"}
-GENERIC_TAGS = frozenset({"preference", "plan", "habit", "user", "fact", "event", "偏好", "计划",
-                          "习惯"})
 
 
 def written_by(deps: Deps) -> Literal["model", "rules"]:
@@ -62,9 +60,9 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
 
 async def _new_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> list[Edge]:
     """Edges not in the graph yet, written now (so only real changes are announced)."""
-    fresh = await deps.graph.missing_edges(cube, edges)
+    fresh = await deps.query.missing_edges(cube, edges)
     if fresh:
-        await deps.graph.add_edges(cube, fresh)
+        await deps.store.add_edges(cube, fresh)
     return fresh
 
 
@@ -73,10 +71,10 @@ async def neighbours(deps: Deps, node: MemoryItem) -> list[MemoryItem]:
     cube, limit = node.metadata.cube_id, deps.settings.reorganize.neighbors_per_node
     found: dict[str, MemoryItem] = {}
     if node.metadata.tags:
-        for hit in await deps.graph.neighbors_by_tags(cube, node.metadata.tags, 1, [node.id],
+        for hit in await deps.query.neighbors_by_tags(cube, node.metadata.tags, 1, [node.id],
                                                       limit):
             found.setdefault(hit.node.id, hit.node)
-    records = await deps.vectors.get(cube, [node.id])
+    records = await deps.query.vectors(cube, [node.id])
     if records:
         hits = await deps.store.search(cube, records[0].vector, limit + 1,
                                        memory_types=["LongTermMemory", "UserMemory"])
@@ -119,7 +117,7 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
                 source: MemoryItem, target: MemoryItem) -> list[Outgoing]:
     """One inferred fact for a CAUSE/CONDITION pair, as a reasoning node (or nothing)."""
     node_id = stable_id("inferred", event.cube_id, source.id, target.id)
-    if await deps.graph.get_node(event.cube_id, node_id) is not None:
+    if await deps.query.get_node(event.cube_id, node_id) is not None:
         return []
     try:
         fact = novel_fact(pair, await deps.llm.run(INFERENCE, pair))
@@ -142,7 +140,7 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
     await deps.store.write([(node, vector)])
     edges = [Edge(source=node_id, target=source.id, type="INFERRED_FROM"),
              Edge(source=node_id, target=target.id, type="INFERRED_FROM")]
-    await deps.graph.add_edges(event.cube_id, edges)
+    await deps.store.add_edges(event.cube_id, edges)
     return [update(event, deps, "added", node=node, edges=edges, reason="inferred")]
 
 
@@ -151,7 +149,7 @@ async def follows(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[
     session = node.metadata.session_id
     if not session:
         return []
-    nodes = await deps.graph.find_nodes(event.cube_id, [
+    nodes = await deps.query.find_nodes(event.cube_id, [
         Filter("session_id", "=", session), Filter("status", "=", "activated"),
         Filter("memory_type", "in", ["LongTermMemory", "UserMemory"]),
         Filter("type", "!=", "reasoning"), Filter("hierarchy_level", "=", "fact")])
@@ -166,7 +164,7 @@ async def follows(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[
 
 async def _centrality(deps: Deps, cube: str, members: Sequence[MemoryItem]) -> list[float] | None:
     """Each member's cosine to the group's centroid; None when a vector is missing."""
-    records = {r.id: r.vector for r in await deps.vectors.get(cube, [m.id for m in members])}
+    records = {r.id: r.vector for r in await deps.query.vectors(cube, [m.id for m in members])}
     if any(m.id not in records for m in members):
         return None
     rows = np.asarray([records[m.id] for m in members], dtype=np.float64)
@@ -175,16 +173,16 @@ async def _centrality(deps: Deps, cube: str, members: Sequence[MemoryItem]) -> l
 
 async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[Outgoing]:
     """A concept node over a group sharing non-generic tags, when the judge finds it worth it."""
-    tags = [t for t in node.metadata.tags if t.casefold() not in GENERIC_TAGS]
+    tags = [t for t in node.metadata.tags if not is_generic(t)]
     if len(tags) < 2:
         return []
-    hits = await deps.graph.neighbors_by_tags(event.cube_id, tags, 2, [node.id], 10)
+    hits = await deps.query.neighbors_by_tags(event.cube_id, tags, 2, [node.id], 10)
     members = [node, *(h.node for h in hits if h.node.metadata.hierarchy_level == "fact")]
     if len(members) < 3:
         return []
     shared = sorted(set(tags).intersection(*(set(m.metadata.tags) for m in members[1:])))
     concept_id = stable_id("aggregate", event.cube_id, *sorted(shared or tags))
-    existing = await deps.graph.get_node(event.cube_id, concept_id)
+    existing = await deps.query.get_node(event.cube_id, concept_id)
     if existing is None:
         try:
             answer = await deps.llm.run(AGGREGATE, AggregateContext(
@@ -214,7 +212,7 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> lis
 
 async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
     out: list[Outgoing] = []
-    for node in await deps.graph.get_nodes(event.cube_id, event.node_ids):
+    for node in await deps.query.get_nodes(event.cube_id, event.node_ids):
         if node.metadata.status != "activated" or node.metadata.memory_type == "WorkingMemory":
             continue
         out += await relate(event, deps, node)
@@ -225,12 +223,12 @@ async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
 
 async def on_merge(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
     """Explicit merge of two nodes (older first), through the add stage's resolution."""
-    nodes = await deps.graph.get_nodes(event.cube_id, event.node_ids[:2])
+    nodes = await deps.query.get_nodes(event.cube_id, event.node_ids[:2])
     if len(nodes) < 2 or any(n.metadata.status != "activated" or n.metadata.frozen
                              for n in nodes):
         return []
     old, new = sorted(nodes, key=lambda n: n.metadata.updated_at)
-    records = {r.id: r for r in await deps.vectors.get(event.cube_id, [new.id])}
+    records = {r.id: r for r in await deps.query.vectors(event.cube_id, [new.id])}
     if new.id not in records:
         return []
     merge = await resolve(old, new, records[new.id].vector, "redundant",
@@ -244,7 +242,7 @@ async def on_merge(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
 
 async def on_remove(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
     """Delete nodes with their edges (and vectors); already-gone nodes are skipped."""
-    existing = [n.id for n in await deps.graph.get_nodes(event.cube_id, event.node_ids)]
+    existing = [n.id for n in await deps.query.get_nodes(event.cube_id, event.node_ids)]
     if existing:
         await deps.store.delete(event.cube_id, existing)
     return [Outgoing(MEMORY_UPDATES, MemoryUpdate(

@@ -67,7 +67,7 @@ def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
 async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
                    level: Literal["topic", "concept"], vectors: FloatArray) -> MemoryItem | None:
     node_id = stable_id("summary", scope[0], level, *sorted(m.id for m in members))
-    if (existing := await deps.graph.get_node(scope[0], node_id)) is not None:
+    if (existing := await deps.query.get_node(scope[0], node_id)) is not None:
         return existing
     ctx = SummaryContext(level=level, members=[MemberNote.of(m) for m in members],
                          centrality=centrality(vectors))
@@ -87,14 +87,14 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
 async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
                       children: Sequence[MemoryItem]) -> list[Outgoing]:
     out: list[Outgoing] = []
-    if await deps.graph.get_node(scope[0], parent.id) is None:
+    if await deps.query.get_node(scope[0], parent.id) is None:
         vector = (await deps.embedder.embed_passages([parent.memory]))[0].tolist()
         await deps.store.write([(parent, vector)])
         out.append(_announce(deps, scope, "added", parent))
     edges = [Edge(source=parent.id, target=c.id, type="PARENT") for c in children]
-    fresh = await deps.graph.missing_edges(scope[0], edges)
+    fresh = await deps.query.missing_edges(scope[0], edges)
     if fresh:
-        await deps.graph.add_edges(scope[0], fresh)
+        await deps.store.add_edges(scope[0], fresh)
         out.append(_announce(deps, scope, "linked", None, fresh))
     return out
 
@@ -102,9 +102,9 @@ async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
 async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
     """One optimization run over a scope's parentless activated facts."""
     cube, _, memory_type = scope
-    candidates = [n for n in await deps.graph.optimization_candidates(cube, memory_type)
+    candidates = [n for n in await deps.query.optimization_candidates(cube, memory_type)
                   if n.metadata.hierarchy_level == "fact" and n.metadata.type != "reasoning"]
-    records = {r.id: r for r in await deps.vectors.get(cube, [n.id for n in candidates])}
+    records = {r.id: r for r in await deps.query.vectors(cube, [n.id for n in candidates])}
     rows = [n for n in candidates if n.id in records]
     if len(rows) < 2:
         return []

@@ -24,8 +24,8 @@ from streams.prompts.scheduler import (
     DecisionContext,
     DecisionResponse,
     KeywordContext,
+    fallback_decision,
     fallback_keywords,
-    rules_decision,
 )
 from streams.runtime import Deps, Outgoing, PermanentError
 from streams.scheduler.planning import QueryVectors, current_working_memory, plan_working_memory
@@ -122,7 +122,7 @@ async def decide(deps: Deps, ctx: DecisionContext) -> DecisionResponse:
         return await deps.llm.run(RETRIEVAL_DECISION, ctx)
     except LLMError as exc:
         log.warning("retrieval decision failed, using the rules stand-in: %s", exc)
-        return rules_decision(ctx)
+        return fallback_decision(ctx)
 
 
 def split_top_k(top_k: int, pieces: int) -> int:
@@ -203,7 +203,7 @@ async def memory_added(msg: ScheduleMessage, deps: Deps) -> list[Outgoing]:
     if not msg.memory_ids:
         log.info("cube %s: add message without memory ids", msg.cube_id)
         return []
-    nodes = await deps.graph.get_nodes(msg.cube_id, list(dict.fromkeys(msg.memory_ids)))
+    nodes = await deps.query.get_nodes(msg.cube_id, list(dict.fromkeys(msg.memory_ids)))
     unknown = set(msg.memory_ids) - {n.id for n in nodes}
     if unknown:
         log.warning("cube %s: add message names unknown ids %s", msg.cube_id, sorted(unknown))

@@ -77,7 +77,7 @@ async def entry_vectors(deps: Deps, cube_id: str, entries: Sequence[Entry]) -> M
     """The stored embedding of each entry (embedded now if its vector is not written yet)."""
     if not entries:
         return np.zeros((0, deps.embedder.dim), dtype=np.float32)
-    stored = {r.id: r.vector for r in await deps.vectors.get(cube_id, [e.vector_id
+    stored = {r.id: r.vector for r in await deps.query.vectors(cube_id, [e.vector_id
                                                                        for e in entries])}
     missing = [e for e in entries if e.vector_id not in stored]
     if missing:
@@ -207,7 +207,7 @@ async def current_working_memory(
     sink is another agent, a batch behind — that replacement stands in, after whatever
     was added to working memory since it was made.
     """
-    copies = [c for c in await deps.graph.all_of_type(cube_id, "WorkingMemory") if admissible(c)]
+    copies = [c for c in await deps.query.all_of_type(cube_id, "WorkingMemory") if admissible(c)]
     graph = [entry_of_copy(c) for c in copies]
     if last is None or (now - last.at).total_seconds() > \
             deps.settings.scheduler.pending_replacement_s:

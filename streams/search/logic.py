@@ -96,7 +96,7 @@ def _error(deps: Deps, address: dict[str, Any], exc: BaseException) -> Reply:
 
 
 async def _ensure_cube(deps: Deps, cube_id: str) -> None:
-    counts = await deps.graph.count_by_type(cube_id, status=None)
+    counts = await deps.query.count_by_type(cube_id, status=None)
     if not any(counts.values()):
         raise UnknownCube(f"cube {cube_id!r} has no memories")
 
@@ -109,7 +109,7 @@ async def _subgraph(req: SubgraphRequest, deps: Deps) -> Subgraph:
     nodes: dict[str, MemoryItem] = {}
     edges: dict[tuple[str, str, str], Edge] = {}
     for item, _ in centers:
-        sub = await deps.graph.subgraph(req.cube_id, item.id, req.depth, req.center_status)
+        sub = await deps.query.subgraph(req.cube_id, item.id, req.depth, req.center_status)
         for node in sub.nodes:
             nodes.setdefault(node.id, node)
         for edge in sub.edges:
@@ -132,20 +132,20 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             await _ensure_cube(deps, req.cube_id)
             return SubgraphResult(subgraph=await _subgraph(req, deps)), []
         case GetRequest():
-            return NodesResult(nodes=tuple(await deps.graph.get_nodes(req.cube_id, req.ids))), []
+            return NodesResult(nodes=tuple(await deps.query.get_nodes(req.cube_id, req.ids))), []
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
             status = None if req.include_inactive else "activated"
             nodes: list[MemoryItem] = []
             for memory_type in types:
-                nodes += await deps.graph.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
+                nodes += await deps.query.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
             end = min(len(nodes), req.offset + min(req.limit, deps.settings.limits.page_nodes))
             more = end < len(nodes)
             return NodesResult(nodes=tuple(nodes[req.offset:end]), total=len(nodes),
                                truncated=more, next_offset=end if more else None), []
         case WorkingMemoryRequest():
-            items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
+            items = await deps.query.all_of_type(req.cube_id, "WorkingMemory")
             return NodesResult(nodes=tuple(items)), []
     raise ValueError(f"unsupported request {type(req).__name__}")
 
@@ -234,5 +234,5 @@ async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]
         return
     query = getattr(request, "query", None)
     record = UsageRecord(at=deps.clock(), requester=request.requester, query=query)
-    await deps.graph.record_usage(request.cube_id, [i.id for i in items], record,
+    await deps.store.record_usage(request.cube_id, [i.id for i in items], record,
                                   deps.settings.search.usage_history, seen=items)

@@ -31,7 +31,7 @@ def distinct_facts(seed: int = 3) -> list[str]:
 
 async def by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
     out: dict[str, list[MemoryItem]] = {}
-    for node in await pipeline.deps.graph.all_of_type(cube, "LongTermMemory", status=None):
+    for node in await pipeline.deps.store.graph.all_of_type(cube, "LongTermMemory", status=None):
         out.setdefault(node.metadata.status, []).append(node)
     return out
 

@@ -71,7 +71,7 @@ async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
     for fact in facts:
         assert any(r.kind == "memory" and r.memory_id == episode.id
                    for r in fact.metadata.sources)
-    edges = await pipeline.deps.graph.edges_of("eve", episode.id, direction="in",
+    edges = await pipeline.deps.store.graph.edges_of("eve", episode.id, direction="in",
                                                types=["EXTRACTED_FROM"])
     assert {e.source for e in edges} == {f.id for f in facts}
 

@@ -85,7 +85,7 @@ async def test_oversized_and_over_nested_stage_events_are_dead_lettered_at_once(
     errors = " | ".join(e for _, e in by_stage[1:])
     assert "MEMSTREAM_LIMITS__MEMORY_CHARS" in errors
     assert "nesting is 100,001 levels; the limit is 32 (MEMSTREAM_LIMITS__JSON_DEPTH)" in errors
-    assert not any((await pipeline.deps.graph.count_by_type("big", status=None)).values())
+    assert not any((await pipeline.deps.store.graph.count_by_type("big", status=None)).values())
 
 
 async def test_requests_over_a_limit_get_an_error_reply_or_a_dead_letter(

@@ -29,13 +29,13 @@ async def say(pipeline: Pipeline, cube: str, *texts: str, **fields: Any) -> None
 async def nodes_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
     out: dict[str, list[MemoryItem]] = {}
     for memory_type in ("LongTermMemory", "UserMemory"):
-        for node in await pipeline.deps.graph.all_of_type(cube, memory_type, status=None):
+        for node in await pipeline.deps.store.graph.all_of_type(cube, memory_type, status=None):
             out.setdefault(node.metadata.status, []).append(node)
     return out
 
 
 async def merged_to(pipeline: Pipeline, cube: str, archived: MemoryItem) -> list[str]:
-    edges = await pipeline.deps.graph.edges_of(cube, archived.id, ["MERGED_TO"], "out")
+    edges = await pipeline.deps.store.graph.edges_of(cube, archived.id, ["MERGED_TO"], "out")
     return [e.target for e in edges]
 
 
@@ -47,7 +47,7 @@ async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pip
     assert archived.memory == "The user loves hiking in the mountains."
     assert await merged_to(pipeline, "p1", archived) == [active.id]
     # working memory holds only the current statement
-    working = await pipeline.deps.graph.all_of_type("p1", "WorkingMemory")
+    working = await pipeline.deps.store.graph.all_of_type("p1", "WorkingMemory")
     assert [w.metadata.origin_id for w in working] == [active.id]
     updates = [u for u in await read_topic(pipeline.settings, pipeline.bootstrap,
                                            MEMORY_UPDATES) if u.cube_id == "p1"]
@@ -82,7 +82,7 @@ async def test_independent_statements_are_both_kept(pipeline: Pipeline) -> None:
 async def test_frozen_nodes_are_never_merged(pipeline: Pipeline) -> None:
     await say(pipeline, "p5", "Alice lives in Berlin.")
     (node,) = (await nodes_by_status(pipeline, "p5"))["activated"]
-    await pipeline.deps.graph.update_node("p5", node.evolve(frozen=True))
+    await pipeline.deps.store.graph.update_node("p5", node.evolve(frozen=True))
     await say(pipeline, "p5", "Alice moved to Lisbon.")
     nodes = await nodes_by_status(pipeline, "p5")
     assert {n.memory for n in nodes["activated"]} == {"Alice lives in Berlin.",
@@ -96,7 +96,7 @@ async def test_edges_of_the_merged_node_move_to_the_new_node(pipeline: Pipeline)
                if "loves" in n.memory)
     other = next(n for n in (await nodes_by_status(pipeline, "p6"))["activated"]
                  if "boots" in n.memory)
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     await graph.add_edges("p6", [Edge(source=other.id, target=old.id, type="CAUSE"),
                                  Edge(source=old.id, target=other.id, type="RELATE_TO")])
     await say(pipeline, "p6", "The user really enjoys mountain hiking.")
@@ -118,12 +118,12 @@ async def test_replaying_the_input_changes_nothing(pipeline: Pipeline) -> None:
     for item in items:
         token = await pipeline.client.publish(MEMORY_ITEMS, item)
     await pipeline.client.wait_applied(token, timeout=60)
-    before = await pipeline.deps.graph.export_cube("p7")
+    before = await pipeline.deps.store.graph.export_cube("p7")
     updates_before = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
     for item in items:  # the very same events again: a replay or a redelivery
         token = await pipeline.client.publish(MEMORY_ITEMS, item)
     await pipeline.client.wait_applied(token, timeout=60)
-    after = await pipeline.deps.graph.export_cube("p7")
+    after = await pipeline.deps.store.graph.export_cube("p7")
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
     assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 3
@@ -172,6 +172,6 @@ async def test_the_scripted_model_fuses_a_contradiction(pipeline_with_llm: Pipel
     assert set(active.metadata.tags) == {"residence", "alice"}
     assert active.metadata.updated_at == T0 + timedelta(days=1)
     assert active.metadata.created_at == T0
-    vec = (await pipeline.deps.vectors.get("p9", [active.id]))[0].vector
+    vec = (await pipeline.deps.store.vectors.get("p9", [active.id]))[0].vector
     expected = (await pipeline.deps.embedder.embed_passages([active.memory]))[0]
     assert abs(sum(a * b for a, b in zip(vec, expected, strict=True)) - 1.0) < 1e-3

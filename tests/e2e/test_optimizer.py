@@ -61,7 +61,7 @@ async def tell(pipeline: Pipeline, cube: str, items: list[tuple[str, list[str]]]
             occurred_at=T0 + timedelta(hours=i)))
     assert token is not None
     await pipeline.client.wait_applied(token, timeout=60)
-    return [n.id for n in await pipeline.deps.graph.all_of_type(cube, "LongTermMemory")]
+    return [n.id for n in await pipeline.deps.store.graph.all_of_type(cube, "LongTermMemory")]
 
 
 async def settle(pipeline: Pipeline, cube: str) -> None:
@@ -93,7 +93,7 @@ async def test_a_trip_yields_cause_edges_follows_and_no_inference_in_rules_mode(
     pipeline = unmerged
     await tell(pipeline, "trip", TRIP)
     await settle(pipeline, "trip")
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     nodes = await graph.all_of_type("trip", "LongTermMemory")
     booked, delay, missed = (by_text(nodes, w) for w in ("booked", "delayed", "missed"))
     assert await graph.edge_exists("trip", delay.id, missed.id, "CAUSE")
@@ -133,7 +133,7 @@ async def test_the_model_infers_one_reasoning_node_from_a_cause(
         request["messages"]) else Reply.json({"create": False})
     await tell(pipeline, "trip2", TRIP)
     await settle(pipeline, "trip2")
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     nodes = await graph.all_of_type("trip2", "LongTermMemory")
     delay, missed = by_text(nodes, "delayed"), by_text(nodes, "missed")
     assert await graph.edge_exists("trip2", delay.id, missed.id, "CAUSE")
@@ -158,7 +158,7 @@ async def test_optimization_groups_sixty_memories_by_subject(unmerged: Pipeline)
     await pipeline.client.wait_applied(token, timeout=120)
     await settle(pipeline, "tree")
 
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     nodes = await graph.all_of_type("tree", "LongTermMemory")
     facts = {n.id: n for n in nodes if n.metadata.hierarchy_level == "fact"}
     concepts = [n for n in nodes if n.metadata.hierarchy_level == "concept"]
@@ -219,7 +219,7 @@ async def test_replaying_the_reorganize_topic_changes_nothing(unmerged: Pipeline
     pipeline = unmerged
     await tell(pipeline, "replay", TRIP)
     await settle(pipeline, "replay")
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     before = await graph.export_cube("replay")
     updates_before = len(await read_topic(pipeline.settings, pipeline.bootstrap,
                                           MEMORY_UPDATES))

@@ -77,7 +77,7 @@ async def reorganize(p: Pipeline, cube: str) -> list[ReorganizeEvent]:
 
 
 async def long_term(p: Pipeline, cube: str) -> list[MemoryItem]:
-    return await p.deps.graph.all_of_type(cube, "LongTermMemory", status=None)
+    return await p.deps.store.graph.all_of_type(cube, "LongTermMemory", status=None)
 
 
 async def assert_complete(p: Pipeline, cube: str, node_id: str) -> None:
@@ -85,9 +85,9 @@ async def assert_complete(p: Pipeline, cube: str, node_id: str) -> None:
     once as ``added`` and once to the optimizer, under the ids a full run gives."""
     (node,) = await long_term(p, cube)
     assert node.id == node_id and node.metadata.status == "activated"
-    ids = {r.id for r in await p.deps.vectors.get(cube, [node_id, working_copy_id(node_id)])}
+    ids = {r.id for r in await p.deps.store.vectors.get(cube, [node_id, working_copy_id(node_id)])}
     assert ids == {node_id, working_copy_id(node_id)}
-    assert await p.deps.vectors.count(cube) == 2  # the node's and its working copy's
+    assert await p.deps.store.vectors.count(cube) == 2  # the node's and its working copy's
     assert (await p.deps.store.repair(cube)).consistent
     added = [u for u in await updates(p, cube) if u.action == "added"]
     assert {u.event_id for u in added} == {derived_event_id("added", node_id)}
@@ -111,8 +111,8 @@ async def test_a_node_in_the_graph_without_its_vector_gets_it_and_is_announced(
         node = build_node(one)
         written = [node.evolve(status="generated")] if status == "generated" else [
             node, working_copy(node)]
-        await p.deps.graph.upsert_nodes(cube, written)
-        assert await p.deps.vectors.get(cube, [node.id]) == []
+        await p.deps.store.graph.upsert_nodes(cube, written)
+        assert await p.deps.store.vectors.get(cube, [node.id]) == []
         await deliver(p, one)
         await assert_complete(p, cube, node.id)
 
@@ -127,9 +127,9 @@ async def test_a_complete_node_never_announced_is_announced_under_the_same_ids(
     node = build_node(one)
     vector = await vector_of(p, node.memory)
     await p.deps.store.write([(working_copy(node), vector), (node, vector)])
-    before = await p.deps.graph.export_cube(cube)
+    before = await p.deps.store.graph.export_cube(cube)
     await deliver(p, one)
-    after = await p.deps.graph.export_cube(cube)
+    after = await p.deps.store.graph.export_cube(cube)
     assert after.nodes == before.nodes  # nothing rewritten
     await assert_complete(p, cube, node.id)
 
@@ -147,14 +147,14 @@ async def test_dropped_outputs_are_sent_by_the_redelivery_and_nothing_is_written
     dropped = await first_delivery_without_sends(p, *batch)
     expected = {o.event.event_id for o in dropped}
     assert {type(o.event).__name__ for o in dropped} == {"MemoryUpdate", "ReorganizeEvent"}
-    before = await p.deps.graph.export_cube(cube)
-    vectors_before = await p.deps.vectors.count(cube)
+    before = await p.deps.store.graph.export_cube(cube)
+    vectors_before = await p.deps.store.vectors.count(cube)
 
     await deliver(p, *batch)
-    after = await p.deps.graph.export_cube(cube)
+    after = await p.deps.store.graph.export_cube(cube)
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    assert await p.deps.vectors.count(cube) == vectors_before
+    assert await p.deps.store.vectors.count(cube) == vectors_before
     assert (await p.deps.store.repair(cube)).consistent
     sent = {u.event_id for u in await updates(p, cube)} | {
         e.event_id for e in await reorganize(p, cube)}
@@ -179,14 +179,15 @@ async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) ->
     await p.deps.store.write([(node.evolve(status="generated"), await vector_of(p, node.memory))])
     note = merge_note(Merge(node, (), build_node(old), "contradictory", "recorded", False),
                       decided_for=node.id)
-    await p.deps.graph.add_edges(cube, [Edge(source=node_id_for(old), target=node.id,
+    await p.deps.store.graph.add_edges(cube, [Edge(source=node_id_for(old), target=node.id,
                                              type="MERGED_TO", reason=note)])
     await deliver(p, new)
 
     def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
         return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
 
-    got, want = await p.deps.graph.export_cube(cube), await p.deps.graph.export_cube(reference)
+    graph = p.deps.store.graph
+    got, want = await graph.export_cube(cube), await graph.export_cube(reference)
     assert shape(got.nodes) == shape(want.nodes)
     assert [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"] == [
         (node_id_for(old), node.id)]
@@ -219,7 +220,8 @@ async def test_a_batch_cut_between_two_items_ends_as_an_uninterrupted_run(
     def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
         return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
 
-    got, want = await p.deps.graph.export_cube(cube), await p.deps.graph.export_cube(reference)
+    graph = p.deps.store.graph
+    got, want = await graph.export_cube(cube), await graph.export_cube(reference)
     assert shape(got.nodes) == shape(want.nodes)
     assert [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"] == [
         (node_id_for(first), node.id)]

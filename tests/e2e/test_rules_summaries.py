@@ -59,7 +59,7 @@ async def test_rules_summaries_are_verbatim_and_never_enter_working_memory(
     await tell(p, cube, COOKING + TRAVEL, session="kitchen")
     await settle(p, cube)
 
-    nodes = await p.deps.graph.all_of_type(cube, "LongTermMemory")
+    nodes = await p.deps.store.graph.all_of_type(cube, "LongTermMemory")
     facts = {n.memory for n in nodes if not n.metadata.is_derived}
     summaries = derived(nodes)
     assert any(s.metadata.hierarchy_level == "concept" for s in summaries), summaries

@@ -145,7 +145,7 @@ async def test_a_cleanly_stopped_worker_hands_its_partitions_to_the_other(
             await shared.wait_owned(first, everything - shared.items_partitions(second), 30)
             assert shared.items_partitions(first), "the group gave the first worker nothing"
             tokens = await publish(client, range(0, 4))
-            await wait_stored(first.deps.graph, CUBES[0], 2, timeout=60)
+            await wait_stored(first.deps.store.graph, CUBES[0], 2, timeout=60)
             await first.stop()  # mid-stream: its partitions still hold unapplied records
             tokens |= await publish(client, range(4, 10))
             await shared.wait_owned(second, everything, timeout=30)

@@ -264,10 +264,10 @@ async def test_replace_working_memory_command_and_replayed_replacements_are_idem
     msg, _ = await ask(sched, "cmd", "when does my flight to Lisbon leave?")
     event = await replacement_for(sched, msg)
     applied = await sched.client.working_memory("cmd")
-    vectors = await sched.deps.vectors.count("cmd")
+    vectors = await sched.deps.store.vectors.count("cmd")
     await sched.client.wait_applied(await sched.client.publish(WORKING_MEMORY, event))
     assert await sched.client.working_memory("cmd") == applied  # same nodes, same stamps
-    assert await sched.deps.vectors.count("cmd") == vectors
+    assert await sched.deps.store.vectors.count("cmd") == vectors
 
 
 async def test_activation_memory_renders_active_cubes(sched: Pipeline) -> None:

@@ -189,7 +189,7 @@ async def test_the_graph_has_the_last_word_over_a_stale_vector_record(pipeline: 
     # vector record still says activated (a write under way) is never returned, and the
     # search reads further down the ranking to still fill top_k.
     await add_and_wait(pipeline, "stale", FOOD + TRAVEL)
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     before = await pipeline.client.search("stale", "what tea do I drink?", top_k=3,
                                           memory_type="LongTermMemory")
     archived = [s.item for s in before[:2]]

@@ -52,7 +52,7 @@ async def test_three_sessions_become_announced_memories_in_graph_and_vectors(
                  if u.action in ("added", "merged")]
     assert sorted(u.node_id for u in announced) == sorted(i.id for i in items)  # one each
 
-    graph, vectors = pipeline.deps.graph, pipeline.deps.vectors
+    graph, vectors = pipeline.deps.store.graph, pipeline.deps.store.vectors
     nodes = await graph.get_nodes(DEMO_USER, [i.id for i in items])
     assert len(nodes) == len(items)
     by_id = {i.id: i for i in items}
@@ -107,29 +107,30 @@ async def test_working_memory_keeps_the_newest_twenty_per_cube(pipeline: Pipelin
     await client.wait_applied(token, timeout=60)
     await client.wait_applied(other, timeout=60)
 
-    working = await pipeline.deps.graph.all_of_type("alice", "WorkingMemory")
+    working = await pipeline.deps.store.graph.all_of_type("alice", "WorkingMemory")
     assert len(working) == 20
     assert sorted(w.memory for w in working) == sorted(FACTS[5:])
-    long_term = await pipeline.deps.graph.all_of_type("alice", "LongTermMemory")
+    long_term = await pipeline.deps.store.graph.all_of_type("alice", "LongTermMemory")
     assert len(long_term) == 25
-    assert len(await pipeline.deps.graph.all_of_type("bob", "WorkingMemory")) == 3
+    assert len(await pipeline.deps.store.graph.all_of_type("bob", "WorkingMemory")) == 3
     removed = [u for u in await updates_of(pipeline, "alice") if u.action == "removed"]
     assert len(removed) == 5
-    assert await pipeline.deps.vectors.get("alice", [u.node_id for u in removed if u.node_id]) == []
+    gone = [u.node_id for u in removed if u.node_id]
+    assert await pipeline.deps.store.vectors.get("alice", gone) == []
 
 
 async def test_the_same_chunk_twice_leaves_the_same_nodes(pipeline: Pipeline) -> None:
     messages = sample_sessions(START)["trip-planning"]
     first = await pipeline.client.add_messages("carol", messages, session_id="s1")
     await pipeline.client.wait_applied(first, timeout=60)
-    before = await pipeline.deps.graph.export_cube("carol")
+    before = await pipeline.deps.store.graph.export_cube("carol")
     second = await pipeline.client.add_messages("carol", messages, session_id="s1")
     await pipeline.client.wait_applied(second, timeout=60)
-    after = await pipeline.deps.graph.export_cube("carol")
+    after = await pipeline.deps.store.graph.export_cube("carol")
 
     assert {n.id for n in after.nodes} == {n.id for n in before.nodes}
     assert len(after.nodes) == len(before.nodes) > 0
-    assert await pipeline.deps.vectors.count("carol") == len(before.nodes)
+    assert await pipeline.deps.store.vectors.count("carol") == len(before.nodes)
     added = [u for u in await updates_of(pipeline, "carol") if u.action == "added"]
     # announced again under the same event id (consumers dedupe by id), never as a new one
     stored = {n.id for n in before.nodes if n.metadata.memory_type != "WorkingMemory"}
@@ -161,7 +162,7 @@ async def test_bad_payloads_are_dead_lettered_and_the_next_event_is_processed(
     assert json.loads(wrong.payload) == bad_schema
     assert wrong.original_topic == topic and wrong.original_offset is not None
 
-    nodes = await pipeline.deps.graph.all_of_type("dave", "UserMemory")
+    nodes = await pipeline.deps.store.graph.all_of_type("dave", "UserMemory")
     assert any("chess" in n.memory for n in nodes)
 
 
@@ -180,7 +181,7 @@ async def test_a_stage_failure_after_retries_is_dead_lettered(
     assert len(letters) == 1
     assert letters[0].stage == "extraction" and letters[0].error_type == "LLMError"
     assert "Porto" in letters[0].payload
-    assert await pipeline.deps.graph.all_of_type("erin", "LongTermMemory") == []
+    assert await pipeline.deps.store.graph.all_of_type("erin", "LongTermMemory") == []
     # the stage retried (2 attempts) and the provider retried each (2 calls): 4 requests
     assert len(server.chat_requests) == 4
 

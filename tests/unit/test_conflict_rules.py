@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from streams.embed.local import LocalEmbedder
-from streams.llm.rules import RulesLLM
+from streams.llm.rules import RulesLLM, stand_in
+from streams.llm.rules.conflict_analysis import analyse, stem, zh_number
 from streams.prompts.conflict import (
     RELATION_JUDGE,
     JudgeContext,
@@ -19,7 +20,6 @@ from streams.prompts.conflict import (
     MemoryStatement,
     Relation,
 )
-from streams.prompts.conflict_analysis import analyse, stem, zh_number
 from streams.prompts.fusion import FUSION, FusionContext, FusionResponse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "merge_pairs.jsonl"
@@ -45,7 +45,7 @@ def mem(
 def judge(old: str, new: str, similarity: float = 0.95) -> JudgeResponse:
     ctx = JudgeContext(existing=mem(old, T0), new=mem(new, T1), similarity=similarity,
                        merge_threshold=MERGE)
-    return RELATION_JUDGE.rules(ctx)
+    return stand_in(RELATION_JUDGE)(ctx)
 
 
 def relation(old: str, new: str, similarity: float = 0.95) -> Relation:
@@ -256,7 +256,7 @@ async def test_rules_provider_runs_both_tasks() -> None:
 
 
 def fuse(existing: MemoryStatement, new: MemoryStatement, rel: Relation) -> FusionResponse:
-    return FUSION.rules(FusionContext(existing=existing, new=new, relation=rel))
+    return stand_in(FUSION)(FusionContext(existing=existing, new=new, relation=rel))
 
 
 def test_contradiction_keeps_the_newer_statement_and_drops_stale_tags() -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from streams.core.subjects import compare, different_subjects, subject_of
+from streams.llm.rules import stand_in
 from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, render
-from streams.prompts.conflict_subjects import compare, different_subjects, subject_of
 
 NEAR_MISS = Path(__file__).resolve().parents[1] / "data" / "near_miss_pairs.jsonl"
 PAIRS = [json.loads(line) for line in NEAR_MISS.read_text(encoding="utf-8").splitlines() if line]
@@ -35,7 +36,7 @@ def test_the_near_miss_set_is_large_labelled_and_bilingual() -> None:
 @pytest.mark.parametrize("similarity", [0.81, 0.92, 0.99])
 def test_the_rules_judge_keeps_every_near_miss_pair_independent(similarity: float) -> None:
     wrong = [(p["old"], p["new"], answer.relation) for p in PAIRS
-             if (answer := RELATION_JUDGE.rules(ctx(p["old"], p["new"], similarity))).relation
+             if (answer := stand_in(RELATION_JUDGE)(ctx(p["old"], p["new"], similarity))).relation
              != "independent"]
     assert wrong == []
 
@@ -60,7 +61,7 @@ def test_the_subject_guard_catches_every_near_miss_pair() -> None:
 ])
 def test_same_subject_changes_still_contradict(old: str, new: str) -> None:
     assert different_subjects(old, new) is None
-    assert RELATION_JUDGE.rules(ctx(old, new, 0.9)).relation == "contradictory"
+    assert stand_in(RELATION_JUDGE)(ctx(old, new, 0.9)).relation == "contradictory"
 
 
 @pytest.mark.parametrize(("old", "new"), [
@@ -113,7 +114,7 @@ def test_metadata_entities_stand_in_for_a_pronoun() -> None:
                                 ["Anna", "Paris"], ["Boris", "Rome"])
     assert reason is not None and "anna" in reason
     assert different_subjects("She lives in Paris.", "Anna moved to Rome.", ["Anna"], []) is None
-    answer = RELATION_JUDGE.rules(ctx("She lives in Paris.", "He lives in Rome.", 0.95,
+    answer = stand_in(RELATION_JUDGE)(ctx("She lives in Paris.", "He lives in Rome.", 0.95,
                                       ("Anna",), ("Boris",)))
     assert answer.relation == "independent"
 

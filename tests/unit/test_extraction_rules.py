@@ -11,14 +11,14 @@ import jieba.posseg
 import pytest
 
 from streams.llm.port import LLMError, Task
-from streams.llm.rules import RulesLLM
+from streams.llm.rules import STAND_INS, RulesLLM
+from streams.llm.rules.extraction import rules
 from streams.prompts.extraction import (
     EXTRACTION,
     ExtractedItem,
     ExtractionContext,
     ExtractionMessage,
     ExtractionResponse,
-    rules,
 )
 
 FRIDAY = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)  # a Friday
@@ -360,13 +360,16 @@ async def test_rules_provider_runs_the_stand_in_and_announces_itself(
     assert llm.usage.calls == 1 and llm.usage_by_task["extraction"].calls == 1
 
 
-async def test_rules_provider_turns_stand_in_failures_into_llm_error() -> None:
+async def test_rules_provider_turns_stand_in_failures_into_llm_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def broken(ctx: ExtractionContext) -> ExtractionResponse:
         raise ValueError("cannot handle this")
 
     task: Task[ExtractionContext, ExtractionResponse] = Task(
-        "broken", EXTRACTION.render, ExtractionResponse, broken
+        "broken", EXTRACTION.render, ExtractionResponse
     )
+    monkeypatch.setitem(STAND_INS, "broken", broken)
     llm = RulesLLM()
     with pytest.raises(LLMError, match="cannot handle this"):
         await llm.run(task, ENGLISH)

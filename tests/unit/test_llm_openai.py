@@ -35,11 +35,7 @@ def _render(ctx: Question) -> list[ChatMessage]:
     ]
 
 
-def _rules(ctx: Question) -> Verdict:
-    return Verdict(label="independent", score=0)
-
-
-JUDGE: Task[Question, Verdict] = Task("judge", _render, Verdict, _rules)
+JUDGE: Task[Question, Verdict] = Task("judge", _render, Verdict)
 GOOD = {"label": "redundant", "score": 3}
 
 

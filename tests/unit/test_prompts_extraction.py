@@ -8,6 +8,7 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
+from streams.llm.rules import stand_in
 from streams.prompts.extraction import (
     EXTRACTION,
     ExtractedItem,
@@ -178,7 +179,7 @@ def test_the_rules_stand_in_keeps_the_users_words_with_dates_added() -> None:
         ("user", "I start my new job next Monday."),
         ("assistant", "Congratulations! You could prepare a short intro."),
     )
-    answer = EXTRACTION.rules(ctx)
+    answer = stand_in(EXTRACTION)(ctx)
     assert [m.value for m in answer.memories] == ["I start my new job next Monday [2025-03-17]."]
     assert answer.memories[0].memory_time == "2025-03-17"
     assert answer.memories[0].source_message_ids == ["msg-0"]
@@ -191,4 +192,5 @@ def test_a_message_may_name_its_speaker() -> None:
     assert named.name == "Melanie"
     assert ExtractionMessage(id="m", role="user", content="hi", timestamp=NOW).name is None
     ctx = ExtractionContext(user_id="u1", now=NOW, messages=[named])
-    assert [m.value for m in EXTRACTION.rules(ctx).memories] == ["Melanie: I painted a sunrise."]
+    answer = stand_in(EXTRACTION)(ctx)
+    assert [m.value for m in answer.memories] == ["Melanie: I painted a sunrise."]

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from streams.llm.openai_llm import OpenAILLM
 from streams.llm.rules import RulesLLM
+from streams.llm.rules.relations import rules
 from streams.prompts.inference import (
     INFERENCE,
     InferenceContext,
@@ -23,7 +24,6 @@ from streams.prompts.relations import (
     RelationResponse,
     render,
     resolved_direction,
-    rules,
 )
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
 from topics.models import MemoryItem, MemoryMetadata

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from streams.embed.local import LocalEmbedder
 from streams.llm.openai_llm import OpenAILLM
 from streams.llm.rules import RulesLLM
+from streams.llm.rules.scheduler import rules_filter, rules_rerank
 from streams.prompts.scheduler import (
     E5_FLOOR,
     E5_FLOOR_CJK,
@@ -24,6 +25,7 @@ from streams.prompts.scheduler import (
     KeywordResponse,
     RerankContext,
     RerankResponse,
+    fallback_decision,
     fallback_keywords,
     render_decision,
     render_filter,
@@ -31,9 +33,6 @@ from streams.prompts.scheduler import (
     render_rerank,
     resolve_keep,
     resolve_order,
-    rules_decision,
-    rules_filter,
-    rules_rerank,
 )
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
 
@@ -102,7 +101,7 @@ WM = ["The user's flights to Lisbon are on May 14.", "用户是素食者，对�
 
 
 def decide(*queries: str, wm: list[str] = WM) -> DecisionResponse:
-    return rules_decision(DecisionContext(queries=list(queries), working_memory=wm))
+    return fallback_decision(DecisionContext(queries=list(queries), working_memory=wm))
 
 
 def test_decision_no_retrieval_when_working_memory_covers_the_query() -> None:

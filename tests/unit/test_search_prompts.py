@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from streams.llm.openai_llm import OpenAILLM
 from streams.llm.rules import RulesLLM
+from streams.llm.rules.search import rules_goal, rules_reasoner
 from streams.prompts.search import (
     GOAL_PARSER,
     REASONER,
@@ -19,11 +20,9 @@ from streams.prompts.search import (
     ReasonerCandidate,
     ReasonerContext,
     ReasonerResponse,
-    ids_from_free_text,
+    fallback_ids_from_text,
     render_goal,
     render_reasoner,
-    rules_goal,
-    rules_reasoner,
 )
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
 
@@ -244,7 +243,7 @@ async def test_reasoner_runs_through_the_rules_provider() -> None:
     assert answer.selected_ids == [IDS[0], IDS[2]]
 
 
-# --------------------------------------------------------------------------- ids_from_free_text
+# --------------------------------------------------------------------------- fallback_ids_from_text
 
 
 def test_ids_in_a_chatty_answer_in_order_of_mention() -> None:
@@ -253,7 +252,7 @@ def test_ids_in_a_chatty_answer_in_order_of_mention() -> None:
         f"the booking. Memory {IDS[0]} gives the date. I'd skip {IDS[1]}... actually no, "
         f"{IDS[2]} is the key one, and {IDS[0]} too."
     )
-    assert ids_from_free_text(text, IDS) == [IDS[2], IDS[0], IDS[1]]
+    assert fallback_ids_from_text(text, IDS) == [IDS[2], IDS[0], IDS[1]]
 
 
 def test_ids_in_broken_json_and_bullets() -> None:
@@ -261,7 +260,7 @@ def test_ids_in_broken_json_and_bullets() -> None:
         "```json\n{'selected_ids': ['" + IDS[3].upper() + "', '" + IDS[1] + "',]\n```\n"
         "- also " + str(uuid.uuid4()) + " (not in the list)"
     )
-    assert ids_from_free_text(text, IDS) == [IDS[3], IDS[1]]
+    assert fallback_ids_from_text(text, IDS) == [IDS[3], IDS[1]]
 
 
 def test_abbreviated_ids_count_only_when_unambiguous() -> None:
@@ -271,15 +270,16 @@ def test_abbreviated_ids_count_only_when_unambiguous() -> None:
         "b7d04e55-1111-4000-8000-000000000003",
     ]
     text = "Use b7d04e55… and 3f2a9c1e (the first one)."
-    assert ids_from_free_text(text, known) == [known[2]]
-    assert ids_from_free_text("I pick 3f2a9c1e-9999.", known) == [known[1]]
+    assert fallback_ids_from_text(text, known) == [known[2]]
+    assert fallback_ids_from_text("I pick 3f2a9c1e-9999.", known) == [known[1]]
 
 
 def test_short_ids_do_not_match_inside_longer_ones() -> None:
-    assert ids_from_free_text("The answer is mem-10, then mem-2.", ["mem-1", "mem-2"]) == ["mem-2"]
+    found = fallback_ids_from_text("The answer is mem-10, then mem-2.", ["mem-1", "mem-2"])
+    assert found == ["mem-2"]
 
 
 def test_no_ids_found() -> None:
-    assert ids_from_free_text("", IDS) == []
-    assert ids_from_free_text("None of these memories help.", IDS) == []
-    assert ids_from_free_text(json.dumps({"selected_ids": IDS}), []) == []
+    assert fallback_ids_from_text("", IDS) == []
+    assert fallback_ids_from_text("None of these memories help.", IDS) == []
+    assert fallback_ids_from_text(json.dumps({"selected_ids": IDS}), []) == []

@@ -7,9 +7,10 @@ from pydantic import ValidationError
 
 from streams.llm.openai_llm import OpenAILLM
 from streams.llm.rules import RulesLLM
+from streams.llm.rules.aggregate import rules as rules_aggregate
+from streams.llm.rules.summary import rules as rules_summary
 from streams.prompts.aggregate import AGGREGATE, AggregateContext, AggregateResponse
 from streams.prompts.aggregate import render as render_aggregate
-from streams.prompts.aggregate import rules as rules_aggregate
 from streams.prompts.members import (
     MemberNote,
     is_generic,
@@ -20,7 +21,6 @@ from streams.prompts.members import (
 )
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from streams.prompts.summary import render as render_summary
-from streams.prompts.summary import rules as rules_summary
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 from topics.models import MemoryItem, MemoryMetadata
 

@@ -1,6 +1,6 @@
 """The deterministic relation judge: contradictory, redundant or independent, without a model.
 
-Order of the rules: a pair about different subjects (``conflict_subjects``; where that
+Order of the rules: a pair about different subjects (``streams.core.subjects``; where that
 cannot tell, the analysis' own subject) is independent; otherwise the
 contradiction rules run (a different value of a one-value attribute, a negated
 statement, a changed number/date, a changed place/name, a reported change of a
@@ -15,9 +15,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from streams.prompts import conflict_lexicon as lx
-from streams.prompts.conflict_analysis import Statement, analyse
-from streams.prompts.conflict_subjects import compare, subject_of, with_entities
+from streams.core import lexicon as lx
+from streams.core.subjects import compare, subject_of, with_entities
+from streams.llm.rules.conflict_analysis import Statement, analyse
+from streams.prompts.conflict import (
+    JudgeContext,
+    JudgeResponse,
+)
 
 Relation = Literal["contradictory", "redundant", "independent"]
 Rule = Callable[[Statement, Statement], str | None]
@@ -242,3 +246,10 @@ def informativeness(text: str) -> int:
     """How much a statement says: content tokens, values and names (used to pick a survivor)."""
     stmt = analyse(text)
     return len(stmt.content) + len(stmt.values) + len(stmt.entities)
+
+
+def rules(ctx: JudgeContext) -> JudgeResponse:
+    """Deterministic judgement without a model (see the module doc)."""
+    verdict = judge(ctx.existing.text, ctx.new.text, ctx.similarity, ctx.merge_threshold,
+                    ctx.existing.entities, ctx.new.entities)
+    return JudgeResponse(relation=verdict.relation, reason=verdict.reason)

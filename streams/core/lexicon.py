@@ -1,4 +1,5 @@
-"""Word lists for the deterministic relation judge (``conflict_rules``), English and Chinese.
+"""Word lists for the relation judge (``streams.llm.rules.conflict``) and the subject check
+(``streams.core.subjects``), English and Chinese.
 
 Kept apart from the logic so the rules read as rules. The lists are small on
 purpose: they name the attributes a personal memory typically holds one value

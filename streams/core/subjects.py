@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from streams.prompts import conflict_lexicon as lx
+from streams.core import lexicon as lx
 from streams.prompts.textutil import is_mostly_chinese, words_of
 
 Comparison = Literal["same", "different", "unknown"]

@@ -16,8 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from streams.prompts.conflict_analysis import analyse
+from streams.llm.rules.conflict_analysis import analyse
 from streams.prompts.members import is_generic, norm_tag
+from streams.prompts.relations import (
+    Direction,
+    RelationContext,
+    RelationNode,
+    RelationResponse,
+)
 from streams.prompts.relevance import TextIndex, stem
 from streams.prompts.textutil import en_content_words, is_mostly_chinese, words_of
 
@@ -246,3 +252,19 @@ def _reason(cue: Cue, clause: str, cue_in_new: bool, zh: bool) -> str:
         return cn.format(x=x, y=y, c=clause)
     x, y = ("new", "existing") if cue_in_new else ("existing", "new")
     return en.format(x=x, y=y, c=clause)
+
+
+def _side(node: RelationNode) -> Side:
+    return Side(node.text, tuple(node.tags), tuple(node.entities), node.when)
+
+
+def rules(ctx: RelationContext) -> RelationResponse:
+    """Cause/condition cues naming the other memory, else shared entities/tags (see the module doc).
+
+    Never CONFLICT: contradictions are the merge stage's to judge.
+    """
+    found = link(_side(ctx.new), _side(ctx.old))
+    direction: Direction | None = None
+    if found.new_is_source is not None:
+        direction = "new_to_old" if found.new_is_source else "old_to_new"
+    return RelationResponse(relation=found.relation, direction=direction, reason=found.reason)

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from streams.prompts.reldates import DateSpan, find_en, find_zh
+from streams.llm.rules.reldates import DateSpan, find_en, find_zh
+from streams.prompts.extraction import (
+    ExtractedItem,
+    ExtractionContext,
+    ExtractionResponse,
+)
 from streams.prompts.textutil import (
     Script,
     cjk_count,
@@ -314,3 +319,24 @@ def _summary(values: list[str], limit: int = 400) -> str:
         return out
     head = values[0][:limit]  # one long value: cut at a word break, not inside a word
     return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
+
+
+def rules(ctx: ExtractionContext) -> ExtractionResponse:
+    """Deterministic extraction without a model (see the module doc)."""
+    if ctx.kind == "chat":
+        items, summary = extract_chat(ctx.messages)
+    else:
+        items, summary = extract_doc(ctx.document_text or "")
+    return ExtractionResponse(memories=[_to_model(i) for i in items], summary=summary)
+
+
+def _to_model(item: RuleItem) -> ExtractedItem:
+    return ExtractedItem(
+        key=item.key,
+        memory_type=item.memory_type,
+        value=item.value,
+        tags=item.tags,
+        memory_time=item.memory_time,
+        source_message_ids=item.source_message_ids,
+        type=item.type,
+    )

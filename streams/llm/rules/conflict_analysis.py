@@ -3,7 +3,7 @@
 English and Chinese. The features are deliberately shallow — who the statement is
 about, its content words, typed values (numbers, dates, times, weekdays), names and
 places, the attribute it sets, its polarity and whether it reports a change — so
-each rule in ``conflict_rules`` is a short comparison of two ``Statement``s.
+each rule in ``streams.llm.rules.conflict`` is a short comparison of two ``Statement``s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Literal
 
-from streams.prompts import conflict_lexicon as lx
+from streams.core import lexicon as lx
 from streams.prompts.textutil import is_mostly_chinese
 
 Value = tuple[str, str]  # (kind, normalised value), e.g. ("date", "2024-06-12"), ("num:cat", "2")

@@ -1,0 +1,118 @@
+"""The read-only query port stages use: graph and vector reads, never a write.
+
+Stages change memory only through ``MemoryStore`` (the consistency unit: ordering, retries,
+graph and vector together); what they read goes through ``MemoryQuery``, so no stage holds a
+handle that could write one store behind the other's back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sinks.ports import (
+    Direction,
+    Filter,
+    FilterField,
+    GraphStore,
+    GroupCount,
+    TagNeighbor,
+    VectorHit,
+    VectorRecord,
+    VectorStore,
+)
+from topics.models import CubeGraph, Edge, EdgeType, MemoryItem, MemoryType, Status, Subgraph
+
+
+class MemoryQuery:
+    """Reads of one graph store and one vector store (see ``sinks.ports`` for each)."""
+
+    def __init__(self, graph: GraphStore, vectors: VectorStore) -> None:
+        self._graph = graph
+        self._vectors = vectors
+
+    # -- graph -------------------------------------------------------------------------
+
+    async def get_node(self, cube_id: str, node_id: str) -> MemoryItem | None:
+        return await self._graph.get_node(cube_id, node_id)
+
+    async def get_nodes(self, cube_id: str, ids: Sequence[str]) -> list[MemoryItem]:
+        return await self._graph.get_nodes(cube_id, ids)
+
+    async def all_of_type(
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+    ) -> list[MemoryItem]:
+        return await self._graph.all_of_type(cube_id, memory_type, status)
+
+    async def find_nodes(
+        self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None
+    ) -> list[MemoryItem]:
+        return await self._graph.find_nodes(cube_id, filters, limit)
+
+    async def count_by(
+        self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()
+    ) -> list[GroupCount]:
+        return await self._graph.count_by(cube_id, fields, filters)
+
+    async def count_by_type(
+        self, cube_id: str, status: Status | None = "activated"
+    ) -> dict[str, int]:
+        return await self._graph.count_by_type(cube_id, status)
+
+    async def keyword_search(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[MemoryItem, float]]:
+        return await self._graph.keyword_search(cube_id, text, limit, memory_types, filters)
+
+    async def neighbors_by_tags(
+        self, cube_id: str, tags: Sequence[str], min_overlap: int = 1,
+        exclude_ids: Sequence[str] = (), limit: int = 20,
+    ) -> list[TagNeighbor]:
+        return await self._graph.neighbors_by_tags(cube_id, tags, min_overlap, exclude_ids, limit)
+
+    async def subgraph(
+        self, cube_id: str, center_id: str, depth: int = 2, center_status: Status = "activated"
+    ) -> Subgraph:
+        return await self._graph.subgraph(cube_id, center_id, depth, center_status)
+
+    async def edges_of(
+        self, cube_id: str, node_id: str, types: Sequence[EdgeType] | None = None,
+        direction: Direction = "any",
+    ) -> list[Edge]:
+        return await self._graph.edges_of(cube_id, node_id, types, direction)
+
+    async def edge_exists(
+        self, cube_id: str, source: str, target: str, type: EdgeType, direction: Direction = "out"
+    ) -> bool:
+        return await self._graph.edge_exists(cube_id, source, target, type, direction)
+
+    async def missing_edges(self, cube_id: str, edges: Sequence[Edge]) -> list[Edge]:
+        return await self._graph.missing_edges(cube_id, edges)
+
+    async def children(self, cube_id: str, node_id: str) -> list[MemoryItem]:
+        return await self._graph.children(cube_id, node_id)
+
+    async def optimization_candidates(
+        self, cube_id: str, memory_type: MemoryType, limit: int = 1000
+    ) -> list[MemoryItem]:
+        return await self._graph.optimization_candidates(cube_id, memory_type, limit)
+
+    async def export_cube(self, cube_id: str) -> CubeGraph:
+        return await self._graph.export_cube(cube_id)
+
+    async def list_cubes(self) -> list[str]:
+        return await self._graph.list_cubes()
+
+    # -- vectors -----------------------------------------------------------------------
+
+    async def vectors(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:
+        """The stored vectors (with their metadata) of those ``ids`` that have one."""
+        return await self._vectors.get(cube_id, ids)
+
+    async def vector_search(
+        self, cube_id: str, vector: Sequence[float], top_k: int,
+        memory_types: Sequence[MemoryType] | None = None, status: Status | None = "activated",
+        filters: Sequence[Filter] = (),
+    ) -> list[VectorHit]:
+        """Raw nearest vectors (not joined with the graph: ``MemoryStore.search`` is)."""
+        return await self._vectors.search(cube_id, vector, top_k, memory_types, status, filters)

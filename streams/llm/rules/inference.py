@@ -1,0 +1,13 @@
+"""The ``rules`` stand-in for the tasks of ``streams.prompts.inference``."""
+
+from __future__ import annotations
+
+from streams.prompts.inference import (
+    InferenceContext,
+    InferenceResponse,
+)
+
+
+def rules(ctx: InferenceContext) -> InferenceResponse:
+    """No inferred facts without a model (SPEC: rules mode writes no reasoning nodes)."""
+    return InferenceResponse(fact=None)

@@ -1,0 +1,54 @@
+"""Every model task has a deterministic ``rules`` stand-in, and prompts import no heuristics."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import streams.prompts
+from streams.llm.port import Task
+from streams.llm.rules import STAND_INS, RulesLLM, stand_in
+from streams.prompts.scheduler import KEYWORDS, KeywordContext, KeywordResponse
+
+PROMPTS = Path(streams.prompts.__file__).parent
+
+
+def prompt_tasks() -> dict[str, Task]:  # type: ignore[type-arg]
+    tasks = {}
+    for info in pkgutil.iter_modules([str(PROMPTS)]):
+        module = importlib.import_module(f"streams.prompts.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Task):
+                tasks[value.name] = value
+    return tasks
+
+
+def test_every_task_has_a_stand_in_and_every_stand_in_a_task() -> None:
+    tasks = prompt_tasks()
+    assert len(tasks) >= 13
+    assert sorted(set(tasks) - set(STAND_INS)) == []  # a task the rules provider cannot answer
+    assert sorted(set(STAND_INS) - set(tasks)) == []  # a stand-in for a task that is gone
+
+
+def test_an_unknown_task_is_named() -> None:
+    ghost = Task(name="nobody.asked", render=lambda ctx: [], response=KeywordResponse)
+    with pytest.raises(KeyError, match="no rules stand-in for task 'nobody.asked'"):
+        stand_in(ghost)
+
+
+async def test_the_rules_provider_answers_through_the_registry() -> None:
+    answer = await RulesLLM().run(KEYWORDS, KeywordContext(query="When is my flight to Lisbon?"))
+    assert isinstance(answer, KeywordResponse)
+    assert "Lisbon" in answer.keywords or "lisbon" in [k.lower() for k in answer.keywords]
+
+
+@pytest.mark.parametrize("path", sorted(PROMPTS.glob("*.py")), ids=lambda p: p.name)
+def test_prompt_modules_import_nothing_from_the_stand_ins(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert sorted(m for m in imported if m.startswith("streams.llm.rules")) == []
