@@ -70,7 +70,9 @@ class EmbeddedStack:
             else:
                 self.bootstrap, self.broker = await resolve_bootstrap(self.settings,
                                                                       data / "broker")
-            if self.settings.graph.uri:
+            if self.settings.graph.backend == "memory":
+                self.graph_uri = "memory://"  # in the worker's own process: nothing to start
+            elif self.settings.graph.uri:
                 self.graph_uri = self.settings.graph.uri
             elif (running := await FalkorDBServer.find_running(
                     data / "falkordb", wait_s=RESTART_WAIT_S)) is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from sinks.falkordb import FalkorDBGraphStore
+from sinks.memory_graph import InMemoryGraphStore
 from sinks.neo4j import Neo4jGraphStore
 from sinks.ports import GraphStore
 from topics.settings import Settings
@@ -20,6 +21,8 @@ def create_graph_store(settings: Settings, uri: str) -> GraphStore:
     match graph.backend:
         case "falkordb":
             return FalkorDBGraphStore(uri, graph.database)
+        case "memory":  # a test double: this process only, gone when it stops
+            return InMemoryGraphStore()
         case "neo4j":
             password = graph.password.get_secret_value() if graph.password is not None else None
             return Neo4jGraphStore(uri, graph.username, password, graph.database)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sinks.memory_vectors import InMemoryVectorStore
 from sinks.milvus import MilvusVectorStore
 from sinks.ports import VectorStore
 from sinks.vector_cache import CachedVectorStore
@@ -9,12 +10,15 @@ from topics.settings import Settings
 
 
 def create_vector_store(settings: Settings, dim: int) -> VectorStore:
-    """Milvus for both cases: a Lite file under ``data_dir`` or the configured server URI.
+    """Milvus: a Lite file under ``data_dir`` or the configured server URI; or the in-memory
+    double when ``vector.backend`` is "memory".
 
     ``load_collection`` happens lazily; call ``ensure_collection`` at startup to fail fast
     on a dimension mismatch.
     """
     vector = settings.vector
+    if vector.backend == "memory":  # a test double: this process only, gone when it stops
+        return InMemoryVectorStore(dim)
     token = vector.token.get_secret_value() if vector.token is not None else None
     store = MilvusVectorStore(
         uri=settings.milvus_uri,

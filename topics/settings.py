@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BrokerKind = Literal["noida", "tansu"]
-GraphBackend = Literal["falkordb", "neo4j"]
+GraphBackend = Literal["falkordb", "neo4j", "memory"]
 LLMProvider = Literal["rules", "openai"]
 EmbedderProvider = Literal["local", "openai"]
 
@@ -57,6 +57,9 @@ class GraphSettings(BaseModel):
 class VectorSettings(BaseModel):
     """The vector store: a Milvus Lite file under ``data_dir`` unless a Milvus server URI is set."""
 
+    # "memory": an in-process test double (sinks/memory_vectors.py): nothing is kept after the
+    # worker stops and no other process sees it; for tests and experiments only
+    backend: Literal["milvus", "memory"] = "milvus"
     uri: str | None = None  # http://host:19530 or a path to a .db file
     token: SecretStr | None = None
     collection: str = "memstream_memories"
