@@ -35,6 +35,7 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{a.name}" for a in node.names)
+    found = {name.removeprefix("memstream.") for name in found}  # installed under memstream
     return {name for name in found if name == "streams" or name.startswith("streams.")}
 
 
