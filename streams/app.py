@@ -326,4 +326,8 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
         from streams.scheduler.agent import register as register_scheduler
 
         stats.update(register_scheduler(bound, deps))
+    if deps.settings.lifecycle.enabled:
+        from streams.lifecycle.agent import register as register_lifecycle
+
+        bound.services["lifecycle"] = register_lifecycle(bound, deps)
     return stats

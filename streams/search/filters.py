@@ -63,3 +63,9 @@ def _as_time(value: Any) -> datetime:
     if parsed.tzinfo is None:
         raise ValueError("naive datetime")
     return parsed
+
+
+def names_status(filters: list[Filter] | tuple[Filter, ...] | Any) -> bool:
+    """Whether the caller chose the statuses (``{"status": "archived"}``, ``{"status": {"in":
+    [...]}}``): then the filter decides; otherwise search returns activated memories only."""
+    return any(f.field == "status" for f in filters)
