@@ -175,8 +175,9 @@ def explain_node(log: CubeLog, node_id: str, depth: int = 0,
     seen = seen | {node_id}
     sources: list[SourceText] = []
     lineage: list[Lineage] = []
-    items = [c[1] for u in own if u.node_id == node_id and (c := log.cause(u)) is not None
-             and isinstance(c[1], ExtractedMemory)]
+    # the items that wrote this node (an archival's cause is the item that superseded it)
+    items = [c[1] for u in own if u.node_id == node_id and u.action in ("added", "merged")
+             and (c := log.cause(u)) is not None and isinstance(c[1], ExtractedMemory)]
     for item in items:
         sources += _item_sources(log, item)
     if not items and node is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from tests.support.clock import Clock
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic
 from topics.events import (
@@ -28,16 +29,6 @@ from topics.registry import MEMORY_COMMANDS, MEMORY_ITEMS, MEMORY_UPDATES, REORG
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 CUBE = "life"
-
-
-class Clock:
-    """The worker's clock, moved by the test."""
-
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 @pytest_asyncio.fixture
