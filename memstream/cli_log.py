@@ -62,6 +62,10 @@ def _short(text: str, width: int = 90) -> str:
     return one if len(one) <= width else one[: width - 1] + "…"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _cause(change: Change) -> str:
     event = change.cause
     if event is None:
@@ -120,6 +124,9 @@ def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str],
             return await client.as_of(cube, at)
 
     nodes = [n for n in _run(run()) if not statuses or n.metadata.status in statuses]
+    if not nodes:
+        console.print(f"cube '{cube}' held no memories at {at.isoformat()}")
+        return
     table = Table("id", "type", "status", "memory",
                   title=f"cube '{cube}' at {at.isoformat()}: {len(nodes)} memories")
     for n in nodes:
@@ -140,7 +147,9 @@ def _print_explanation(exp: Explanation, indent: int = 0) -> None:
         who = s.name or s.role or s.kind
         console.print(f"{pad}  ← {s.kind} {when}{escape(who)}: {escape(_short(s.text, 100))}")
     for step in exp.lineage:
-        console.print(f"{pad}  {step.kind} from ({escape(_short(step.reason, 80))}):")
+        why = escape(_short(step.reason, 80))
+        label = "said in" if step.kind == "episode" else f"{step.kind} from ({why})"
+        console.print(f"{pad}  {label}:")
         _print_explanation(step.source, indent + 2)
 
 
@@ -165,7 +174,7 @@ async def _command(settings: Settings, event: Event, what: str) -> None:
             await client.wait_applied(token, timeout=600)
         failure = await client.command_failure(token)
     if failure is not None:
-        raise RuntimeError(f"{what} refused: {failure}")
+        raise RuntimeError(failure if failure.startswith(what) else f"{what} refused: {failure}")
 
 
 def _freeze_command(frozen: bool) -> click.Command:
@@ -186,7 +195,8 @@ def _freeze_command(frozen: bool) -> click.Command:
                      reason=reason)
         _run(_command(_settings(data_dir), event, name))
         done = "froze" if frozen else "unfroze"
-        console.print(f"{done} {len(node_ids)} memories in cube '{cube_id or user_id}'")
+        console.print(f"{done} {_count(len(node_ids), 'memory', 'memories')} in cube "
+                      f"'{cube_id or user_id}'")
 
     return command
 
@@ -236,7 +246,8 @@ def backup(directory: Path, cube_ids: Sequence[str], keep_last: int,
             return cubes
 
     cubes = _run(run())
-    console.print(f"backed up {len(cubes)} cubes to {directory}: {', '.join(cubes) or '-'}")
+    console.print(f"backed up {_count(len(cubes), 'cube', 'cubes')} to {directory}: "
+                  f"{', '.join(cubes) or '-'}")
 
 
 def latest_backups(directory: Path) -> dict[str, Path]:
