@@ -232,3 +232,23 @@ async def test_an_explicit_merge_of_a_frozen_memory_is_refused(pipeline: Pipelin
     assert "frozen" in refusal[0].reason and f"merge with {partner}" in refusal[0].reason
     kept = await p.deps.graph.get_node("frz", target.id)
     assert kept is not None and kept.metadata.status == "activated" and kept.memory == ALLERGY
+
+
+async def test_the_timer_sweeps_every_cube_by_itself(tmp_path: Path, kafka_broker: str,
+                                                     falkordb_uri: str) -> None:
+    """No tick by hand: the worker's timer publishes the sweeps (wall clock, short interval)."""
+    settings = pipeline_settings(
+        tmp_path, kafka_broker, falkordb_uri, reorganize={"enabled": False},
+        scheduler={"enabled": False},
+        lifecycle={"archive_after": timedelta(days=30), "interval_s": 0.5})
+    async for p in run_pipeline(settings):
+        await add(p, COLOUR)  # stated on T0, long before today
+        colour = await node(p, COLOUR)
+        for _ in range(200):
+            if (await by_id(p, colour.id)).metadata.status == "archived":
+                break
+            await asyncio.sleep(0.1)
+        assert (await by_id(p, colour.id)).metadata.status == "archived"
+        sweeps = [c for c in await read_topic(p.settings, p.bootstrap, MEMORY_COMMANDS)
+                  if isinstance(c, LifecycleSweep)]
+        assert sweeps and {s.cube_id for s in sweeps} == {CUBE}
