@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
-from streams.lifecycle.logic import set_frozen, sweep
+from streams.core.lifecycle import set_frozen, sweep
 from streams.runtime import Deps, Outgoing, PermanentError, Record
 from streams.scheduler.sink import replace_working_memory
 from topics.events import (

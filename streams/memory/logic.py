@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from sinks.memory_store import EmbedNodes
-from streams.lifecycle.logic import refused
+from streams.core.lifecycle import refused
 from streams.memory.merge import (
     HARD_UPDATE,
     Merge,

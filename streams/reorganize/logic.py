@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sinks.ports import Filter
-from streams.lifecycle.logic import refused
+from streams.core.lifecycle import refused
 from streams.llm.port import LLMError
 from streams.memory.merge import apply, resolve
 from streams.prompts.aggregate import AGGREGATE, AggregateContext

@@ -10,8 +10,8 @@ import pytest
 from sinks.memory_graph import InMemoryGraphStore
 from sinks.memory_store import MemoryStore
 from sinks.memory_vectors import InMemoryVectorStore
+from streams.core.lifecycle import EXPIRED_TEXT, FreezeRejected, set_frozen, sweep
 from streams.lifecycle.agent import sweep_events
-from streams.lifecycle.logic import EXPIRED_TEXT, FreezeRejected, set_frozen, sweep
 from streams.runtime import Deps
 from topics.events import FreezeNodes, LifecycleSweep, MemoryUpdate
 from topics.ids import working_copy_id

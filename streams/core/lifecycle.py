@@ -31,6 +31,33 @@ class FreezeRejected(PermanentError):
     """A freeze or unfreeze names nodes the cube does not hold."""
 
 
+# -- store access: the only lines that name the graph and vector handles -------------------
+
+
+async def _all_of_type(deps: Deps, cube: str, memory_type: MemoryType) -> list[MemoryItem]:
+    return await deps.graph.all_of_type(cube, memory_type, status=None)
+
+
+async def _get_nodes(deps: Deps, cube: str, ids: Sequence[str]) -> list[MemoryItem]:
+    return await deps.graph.get_nodes(cube, ids)
+
+
+async def _vectors(deps: Deps, cube: str, ids: Sequence[str]) -> dict[str, list[float]]:
+    return {r.id: list(r.vector) for r in await deps.vectors.get(cube, ids)}
+
+
+async def _put_nodes(deps: Deps, cube: str, nodes: Sequence[MemoryItem]) -> None:
+    """Graph-only upsert of nodes whose vector is unchanged (freeze) or gone (expired)."""
+    await deps.graph.upsert_nodes(cube, nodes)
+
+
+async def _drop_vectors(deps: Deps, cube: str, ids: Sequence[str]) -> None:
+    await deps.vectors.delete(cube, ids)
+
+
+# -- decisions -------------------------------------------------------------------------
+
+
 def last_activity(node: MemoryItem) -> datetime:
     """When the node was last updated or returned by a search."""
     used = [u.at for u in node.metadata.usage]
@@ -62,7 +89,7 @@ async def sweep(cmd: LifecycleSweep, deps: Deps) -> list[Outgoing]:
     now, cube = cmd.occurred_at, cmd.cube_id
     nodes: list[MemoryItem] = []
     for memory_type in SWEPT_TYPES:
-        nodes += await deps.graph.all_of_type(cube, memory_type, status=None)
+        nodes += await _all_of_type(deps, cube, memory_type)
     nodes.sort(key=lambda n: n.id)
     to_archive: list[MemoryItem] = []
     to_expire: list[MemoryItem] = []
@@ -104,10 +131,10 @@ async def _archive(cmd: LifecycleSweep, deps: Deps, nodes: Sequence[MemoryItem])
     working-memory copy leaves working memory."""
     cube, now = cmd.cube_id, cmd.occurred_at
     archived = [n.evolve(status="archived", updated_at=now) for n in nodes]
-    vectors = {r.id: list(r.vector) for r in await deps.vectors.get(cube, [n.id for n in nodes])}
+    vectors = await _vectors(deps, cube, [n.id for n in nodes])
     await deps.store.write([(n, vectors[n.id]) for n in archived if n.id in vectors])
     if without := [n for n in archived if n.id not in vectors]:
-        await deps.graph.upsert_nodes(cube, without)
+        await _put_nodes(deps, cube, without)
     await deps.store.delete(cube, [working_copy_id(n.id) for n in nodes])
     return [_update(cmd, now, "archived", n, _reason("archived", deps)) for n in archived]
 
@@ -117,10 +144,10 @@ async def _expire(cmd: LifecycleSweep, deps: Deps, nodes: Sequence[MemoryItem]) 
     record."""
     cube, now = cmd.cube_id, cmd.occurred_at
     ids = [n.id for n in nodes]
-    await deps.vectors.delete(cube, ids)
+    await _drop_vectors(deps, cube, ids)
     await deps.store.delete(cube, [working_copy_id(i) for i in ids])
     records = [audit_record(n, now) for n in nodes]
-    await deps.graph.upsert_nodes(cube, records)
+    await _put_nodes(deps, cube, records)
     return [_update(cmd, now, "expired", n, _reason("expired", deps)) for n in records]
 
 
@@ -128,14 +155,14 @@ async def set_frozen(cmd: FreezeNodes | UnfreezeNodes, deps: Deps) -> list[Outgo
     """Freeze or unfreeze the named nodes; an unknown id rejects the whole command."""
     frozen = isinstance(cmd, FreezeNodes)
     ids = list(dict.fromkeys(cmd.node_ids))
-    found = {n.id: n for n in await deps.graph.get_nodes(cmd.cube_id, ids)}
+    found = {n.id: n for n in await _get_nodes(deps, cmd.cube_id, ids)}
     missing = [i for i in ids if i not in found]
     if missing:
         raise FreezeRejected(f"{cmd.command}: node(s) not found in cube {cmd.cube_id}: "
                              f"{', '.join(missing[:10])}")
     changed = [found[i].evolve(frozen=frozen) for i in ids if found[i].metadata.frozen != frozen]
     if changed:
-        await deps.graph.upsert_nodes(cmd.cube_id, changed)
+        await _put_nodes(deps, cmd.cube_id, changed)
     action = "frozen" if frozen else "unfrozen"
     reason = cmd.reason or f"{cmd.command} command"
     return [_update(cmd, deps.clock(), action, found[i].evolve(frozen=frozen), reason)
