@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from memstream.cli_log import add_log_commands
 from topics.settings import Settings
 
 console = Console()
@@ -273,6 +274,8 @@ def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -
 
     _run(dump_or_load(_settings(data_dir), console, "load", path, user_id, cube_id))
 
+
+add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, backup, restore
 
 if __name__ == "__main__":
     main()

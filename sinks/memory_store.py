@@ -225,6 +225,27 @@ class MemoryStore:
                               lambda: self.vectors.upsert([fresh]))
         return True
 
+    async def put_nodes(self, cube_id: str, nodes: Sequence[MemoryItem]) -> None:
+        """Rewrite nodes whose embedding stays as it is (a flag, a status, an expired node's
+        audit record): graph first, then the metadata of those vectors that exist (retried)."""
+        if not nodes:
+            return
+        await self._retry(f"graph upsert in {cube_id}",
+                          lambda: self.graph.upsert_nodes(cube_id, nodes))
+        stored = {r.id: r for r in await self._retry(
+            f"vector read in {cube_id}", lambda: self.vectors.get(cube_id, [n.id for n in nodes]))}
+        fresh = [vector_record(n, stored[n.id].vector) for n in nodes if n.id in stored
+                 and not _same_metadata(stored[n.id], vector_record(n, ()))]
+        if fresh:
+            await self._retry(f"vector metadata in {cube_id}", lambda: self.vectors.upsert(fresh))
+
+    async def drop_vectors(self, cube_id: str, ids: Sequence[str]) -> None:
+        """Delete the vectors of nodes that stay in the graph (an expired node keeps only its
+        audit record, which vector search must never return)."""
+        if ids:
+            await self._retry(f"vector delete in {cube_id}",
+                              lambda: self.vectors.delete(cube_id, ids))
+
     async def add_edges(self, cube_id: str, edges: Sequence[Edge]) -> None:
         """MERGE edges between existing nodes (idempotent, retried)."""
         if edges:

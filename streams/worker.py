@@ -22,6 +22,7 @@ from streams.commands.agent import register as register_commands
 from streams.embed.factory import create_embedder
 from streams.embed.port import Embedder
 from streams.extraction.agent import register as register_extraction
+from streams.lifecycle.agent import register as register_lifecycle
 from streams.llm.factory import create_llm
 from streams.llm.port import LLM
 from streams.memory.agent import register as register_memory
@@ -153,4 +154,6 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
             bound, deps, progress)
     if deps.settings.scheduler.enabled:
         stats.update(register_scheduler(bound, deps))
+    if deps.settings.lifecycle.enabled:
+        bound.services["lifecycle"] = register_lifecycle(bound, deps)
     return stats

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
+from topics import provenance
 from topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -43,6 +45,7 @@ from topics.kafka_compat import configure_fetch_pause, mark_latency_sensitive
 from topics.limits import LimitExceeded, check_content, check_encoded
 from topics.models import MemoryItem, MemoryType, SearchMemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
+from topics.provenance import Change, Explanation
 from topics.registry import (
     CONVERSATIONS,
     DEAD_LETTER,
@@ -420,6 +423,23 @@ class MemoryClient:
                     token.topic, token.partition, token.offset):
                 return letter.error
         return None
+
+    # ------------------------------------------------------------------ provenance (the log)
+
+    async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
+        """Every change of a memory, oldest first, each with the event that caused it.
+        (``history`` reads a topic; this reads one memory's story.)"""
+        return await provenance.memory_history(self, node_id, cube_id)
+
+    async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
+        """What the cube held at ``at`` (working-memory copies aside), rebuilt from
+        ``memory.updates``."""
+        return await provenance.cube_as_of(self, cube_id, at)
+
+    async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
+        """Why the cube holds a memory: its source messages (text from the log) and the
+        merges and inferences that led to it."""
+        return await provenance.explain(self, node_id, cube_id)
 
     # ------------------------------------------------------------------ read-your-writes
 

@@ -209,8 +209,31 @@ class BackupCube(Event):
     drop: bool = True
 
 
+class FreezeNodes(Event):
+    """Compliance hold: a frozen node is never merged, updated, archived or expired."""
+
+    command: Literal["freeze"] = "freeze"
+    node_ids: tuple[str, ...] = Field(min_length=1)
+    reason: str = ""
+
+
+class UnfreezeNodes(Event):
+    command: Literal["unfreeze"] = "unfreeze"
+    node_ids: tuple[str, ...] = Field(min_length=1)
+    reason: str = ""
+
+
+class LifecycleSweep(Event):
+    """Archive a cube's unused nodes and expire its long-archived ones, as of ``occurred_at``
+    (the lifecycle timer publishes one per cube; decisions come from this time, never the
+    wall clock at processing, so a redelivered sweep decides the same)."""
+
+    command: Literal["lifecycle"] = "lifecycle"
+
+
 MemoryCommand = Annotated[
-    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube,
+    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube
+    | FreezeNodes | UnfreezeNodes | LifecycleSweep,
     Field(discriminator="command"),
 ]
 
@@ -227,6 +250,9 @@ UpdateAction = Literal[
     "expired",
     "linked",
     "working_memory_replaced",
+    "frozen",
+    "unfrozen",
+    "refused",  # a change a frozen node was spared (a merge, an update); ``reason`` says why
 ]
 
 

@@ -7,10 +7,11 @@ fields, e.g. ``MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS=kafka:9092`` or
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 BrokerKind = Literal["noida", "tansu"]
@@ -201,6 +202,39 @@ class SchedulerSettings(BaseModel):
     pending_replacement_s: float = Field(default=10.0, ge=0)
 
 
+class LifecycleSettings(BaseModel):
+    """Archive and expiry (SPEC §2 lifecycle): a periodic sweep per cube, each change a
+    ``memory.updates`` event. Durations accept seconds or ISO 8601 (``P90D``); null: off."""
+
+    enabled: bool = True
+    # An activated node neither returned by a search nor updated for this long is archived
+    # (it leaves default search; ``search_filter={"status": "archived"}`` still finds it).
+    archive_after: timedelta | None = Field(default=timedelta(days=90))
+    # An archived node untouched for this long is expired: text, key, tags and vector are
+    # dropped, a minimal audit record stays. Off by default: expiry cannot be undone.
+    expire_after: timedelta | None = None
+    interval_s: float = Field(default=3600.0, gt=0)  # how often the timer sweeps every cube
+
+    @field_validator("archive_after", "expire_after", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        """``MEMSTREAM_LIFECYCLE__ARCHIVE_AFTER=3600`` reads as seconds."""
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return value
+        return value
+
+    @model_validator(mode="after")
+    def _positive(self) -> LifecycleSettings:
+        for name in ("archive_after", "expire_after"):
+            value = getattr(self, name)
+            if value is not None and value.total_seconds() <= 0:
+                raise ValueError(f"lifecycle.{name} must be positive (or null to turn it off)")
+        return self
+
+
 class LimitsSettings(BaseModel):
     """The largest inputs accepted: the client refuses them before publishing, the worker
     dead-letters (or answers with an error) what other producers send, so no single event
@@ -244,6 +278,7 @@ class Settings(BaseSettings):
     reorganize: ReorganizeSettings = ReorganizeSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     limits: LimitsSettings = LimitsSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     def topic(self, suffix: str) -> str:
         """Full topic name for a registry suffix such as ``memory.items``."""

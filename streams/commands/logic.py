@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
+from streams.core.lifecycle import set_frozen, sweep
 from streams.core.working_memory import replace_working_memory
 from streams.runtime import Deps, Outgoing, PermanentError, Record
 from topics.events import (
@@ -21,10 +22,13 @@ from topics.events import (
     DeleteNodes,
     DumpCube,
     Event,
+    FreezeNodes,
+    LifecycleSweep,
     LoadCube,
     MemoryUpdate,
     ReorganizeEvent,
     ReplaceWorkingMemory,
+    UnfreezeNodes,
     UpdateNode,
 )
 from topics.ids import derived_event_id, working_copy_id
@@ -102,14 +106,25 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
             log.info("dumped cube %s (%d nodes) to %s", cmd.cube_id, len(cube.nodes), cmd.path)
             return []
         case LoadCube():
-            await load_cube(deps.store, cmd.path, cmd.cube_id)
-            return [_update(cmd, deps, "updated", None, reason=f"cube loaded from {cmd.path}")]
+            loaded = await load_cube(deps.store, cmd.path, cmd.cube_id)
+            # each loaded node announced, so the log alone says what the cube holds (as_of)
+            return [_update(cmd, deps, "updated", None, reason=f"cube loaded from {cmd.path}"),
+                    *(_update(cmd, deps, "added", n.id, node=n,
+                              reason=f"loaded from {cmd.path}") for n in loaded.nodes)]
         case BackupCube():
             result = await backup_cube(deps.store, cmd.cube_id, cmd.directory, cmd.keep_last,
                                        cmd.drop, deps.clock)
-            return [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
+            out = [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
+            if cmd.drop:
+                out.append(_update(cmd, deps, "deleted", None,
+                                   reason=f"cube erased after its backup to {result.path}"))
+            return out
         case ReplaceWorkingMemory():
             return await replace_working_memory(cmd, deps, STAGE)
+        case FreezeNodes() | UnfreezeNodes():
+            return await set_frozen(cmd, deps)
+        case LifecycleSweep():
+            return await sweep(cmd, deps)
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 

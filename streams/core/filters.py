@@ -7,7 +7,7 @@ only ever travel to the stores as parameters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, cast
 
@@ -60,3 +60,9 @@ def _make(field: FilterField, op: FilterOp, value: Any) -> Filter:
 
 def _as_time(value: Any) -> datetime:
     return parse_iso_time(str(value), naive_as_utc=False)
+
+
+def names_status(filters: Iterable[Filter]) -> bool:
+    """Whether the caller chose the statuses (``{"status": "archived"}``, ``{"status": {"in":
+    [...]}}``): then the filter decides; otherwise search returns activated memories only."""
+    return any(f.field == "status" for f in filters)

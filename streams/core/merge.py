@@ -52,19 +52,22 @@ def _union(*groups: Sequence[str]) -> tuple[str, ...]:
 
 
 async def find_conflict(
-    node: MemoryItem, vector: Sequence[float], deps: Deps, later: frozenset[str] = frozenset()
+    node: MemoryItem, vector: Sequence[float], deps: Deps, later: frozenset[str] = frozenset(),
+    frozen: list[tuple[MemoryItem, str]] | None = None,
 ) -> tuple[MemoryItem, float, Relation, str] | None:
     """The first candidate (most similar first) the judge finds redundant or contradictory.
 
     ``later``: nodes of the same batch that come after this one; they are newer, so they
-    are compared with this node when their turn comes, not now.
+    are compared with this node when their turn comes, not now. A frozen candidate is never
+    merged: when the judge would have merged it, it goes to ``frozen`` with the verdict.
     """
     cfg = deps.settings.memory
     md = node.metadata
     hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(later),
                                    memory_types=[md.memory_type])
     for candidate, score in hits:
-        if candidate.id == node.id or candidate.id in later or candidate.metadata.frozen:
+        if candidate.id == node.id or candidate.id in later or (
+                candidate.metadata.frozen and frozen is None):
             continue
         if score < cfg.conflict_threshold:
             break
@@ -86,7 +89,9 @@ async def find_conflict(
             redundant = score >= cfg.merge_threshold
             relation = "redundant" if redundant else "independent"
             reason = f"judge failed ({exc.task}); similarity {score:.3f} decided"
-        if relation != "independent":
+        if relation != "independent" and candidate.metadata.frozen and frozen is not None:
+            frozen.append((candidate, f"{relation}: {reason}"))
+        elif relation != "independent":
             return candidate, score, relation, reason
     return None
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from sinks.filtering import matches_all, vector_filter_supported
 from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from streams.core.filters import parse_search_filter
+from streams.core.filters import names_status, parse_search_filter
 from streams.llm.port import LLMError
 from streams.prompts.search import (
     GOAL_PARSER,
@@ -115,7 +115,7 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
         return []
     return await deps.query.find_nodes(req.cube_id, [
         Filter("key", "in", list(keys)),
-        Filter("status", "=", "activated"),
+        *([] if names_status(filters) else [Filter("status", "=", "activated")]),
         Filter("memory_type", "in", stored),
         *filters,
     ], limit=top_k)
@@ -161,11 +161,13 @@ async def recall(
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
             found.add_hits(await deps.query.vector_search(
-                req.cube_id, vec.tolist(), k, list(memory_types), "activated", filters),
+                req.cube_id, vec.tolist(), k, list(memory_types),
+                None if names_status(filters) else "activated", filters),
                 of_query)
         else:  # a filter only the graph can apply: join now
-            hits = await deps.store.search(req.cube_id, vec.tolist(), k,
-                                           memory_types=list(memory_types), filters=filters)
+            hits = await deps.store.search(
+                req.cube_id, vec.tolist(), k, memory_types=list(memory_types), filters=filters,
+                status=None if names_status(filters) else "activated")
             found.add([item for item, _ in hits])
 
     async def nodes_from(recalled: Awaitable[list[MemoryItem]], name: str) -> None:
@@ -258,7 +260,8 @@ async def materialize(
         unread = [i for i, _ in chunk if i not in candidates.items]
         for node in await deps.query.get_nodes(req.cube_id, unread) if unread else []:
             meta = node.metadata
-            if (meta.status == "activated" and meta.memory_type in types
+            if ((meta.status == "activated" or names_status(filters))
+                    and meta.memory_type in types
                     and matches_all(node, filters)):
                 candidates.items[node.id] = node
         out.extend(ScoredMemory(item=candidates.items[i], score=score)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from sinks.memory_store import EmbedNodes
+from streams.core.lifecycle import refused
 from streams.core.merge import (
     HARD_UPDATE,
     Merge,
@@ -210,18 +211,21 @@ async def decide(
             merge = await resolve(partner, node, row, relation, reason, deps)
         if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
             await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
+    spared: list[tuple[MemoryItem, str]] = []  # frozen nodes the judge would have merged
     if merge is None:
-        found = await find_conflict(node, row, deps)
+        found = await find_conflict(node, row, deps, frozen=spared)
         if found is not None:
             old, _score, relation, reason = found
             merge = await resolve(old, node, row, relation, reason, deps)
+    refusals = [refused(f, node.id, f"merge with {node.id}", why, base, node.id)
+                for f, why in spared]
     if merge is None:
         # Working copy and the node's activation in one write: activation marks it decided.
         await deps.store.write([(working_copy(node), row), (node, row)])
-        return [added(node, base)]
+        return [*refusals, added(node, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     await apply(merge, deps, decided_by=node.id, extra=extra)
-    return merged(merge, base)
+    return [*refusals, *merged(merge, base)]
 
 
 async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:

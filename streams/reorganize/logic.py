@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from sinks.ports import Filter
+from streams.core.lifecycle import refused
 from streams.core.merge import apply, resolve
 from streams.llm.port import LLMError
 from streams.prompts.aggregate import AGGREGATE, AggregateContext
@@ -224,8 +225,13 @@ async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
 async def on_merge(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
     """Explicit merge of two nodes (older first), through the add stage's resolution."""
     nodes = await deps.query.get_nodes(event.cube_id, event.node_ids[:2])
-    if len(nodes) < 2 or any(n.metadata.status != "activated" or n.metadata.frozen
-                             for n in nodes):
+    if len(nodes) == 2 and any(n.metadata.frozen for n in nodes):  # answered with the reason
+        base = {"user_id": event.user_id, "cube_id": event.cube_id, "occurred_at": deps.clock(),
+                "stage": STAGE, "cause_event_id": event.event_id}
+        return [refused(f, o.id, f"merge with {o.id}", event.reason or "explicit merge", base,
+                        event.event_id) for f, o in zip(nodes, nodes[::-1], strict=True)
+                if f.metadata.frozen]
+    if len(nodes) < 2 or any(n.metadata.status != "activated" for n in nodes):
         return []
     old, new = sorted(nodes, key=lambda n: n.metadata.updated_at)
     records = {r.id: r for r in await deps.query.vectors(event.cube_id, [new.id])}

@@ -13,9 +13,10 @@ import pytest
 import pytest_asyncio
 
 from sinks.local import FalkorDBServer
-from streams.runtime import Deps
+from streams.runtime import Clock, Deps
 from streams.worker import Worker
 from topics.client import MemoryClient
+from topics.models import utcnow
 from topics.settings import Settings
 
 
@@ -58,10 +59,12 @@ async def falkordb_uri(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
     await server.stop()
 
 
-async def run_pipeline(settings: Settings, llm_server: Any = None) -> AsyncIterator[Pipeline]:
+async def run_pipeline(settings: Settings, llm_server: Any = None,
+                       clock: Clock | None = None) -> AsyncIterator[Pipeline]:
+    """``clock``: the worker's clock (stage event times, usage records, lifecycle sweeps)."""
     bootstrap = settings.kafka.bootstrap_servers
     assert bootstrap is not None and settings.graph.uri is not None
-    worker = Worker(settings, bootstrap, settings.graph.uri)
+    worker = Worker(settings, bootstrap, settings.graph.uri, clock=clock or utcnow)
     await worker.start()
     try:
         async with MemoryClient(settings, bootstrap) as client:

@@ -1,0 +1,326 @@
+"""History, time travel and provenance, read from the log (SPEC §7).
+
+Every change of a memory is a ``memory.updates`` event with a snapshot of the node after
+it, so the log alone answers "how did this memory change" (``memory_history``), "what did
+the cube hold at time T" (``cube_as_of``: the snapshots folded in log order up to T) and
+"why does it believe this" (``explain``: the messages it was extracted from, with their
+text, and the merges and inferences that led to it). The fold and the explanation are
+pure functions of the records; ``read_cube_log`` reads them through a consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from topics.events import (
+    ConversationChunk,
+    Event,
+    ExtractedMemory,
+    MemoryUpdate,
+    Message,
+)
+from topics.models import MemoryItem
+from topics.registry import (
+    CONVERSATIONS,
+    MEMORY_COMMANDS,
+    MEMORY_ITEMS,
+    MEMORY_UPDATES,
+    REORGANIZE_HIGH,
+    REORGANIZE_LOW,
+    REORGANIZE_NORMAL,
+    SCHEDULE_ADD,
+    WORKING_MEMORY,
+    TopicSpec,
+)
+
+if TYPE_CHECKING:
+    from topics.client import MemoryClient
+
+# Where the event behind an update (its ``cause_event_id``) may be found.
+CAUSE_TOPICS: tuple[TopicSpec, ...] = (
+    MEMORY_ITEMS, MEMORY_COMMANDS, REORGANIZE_HIGH, REORGANIZE_NORMAL, REORGANIZE_LOW,
+    SCHEDULE_ADD, WORKING_MEMORY,
+)
+# Updates whose snapshot is the node's state after the change.
+_SNAPSHOT_ACTIONS = frozenset({"added", "merged", "updated", "archived", "expired", "frozen",
+                               "unfrozen"})
+_DROP_ACTIONS = frozenset({"removed", "deleted"})
+MAX_DEPTH = 8  # lineage followed at most this deep (merges of merges of …)
+
+
+class NodeNotFound(LookupError):
+    """No update in the log names this node."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a memory: the update, and the event that caused it when the log has it."""
+
+    update: MemoryUpdate
+    cause: Event | None = None
+    cause_topic: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A message (or a document excerpt) a memory came from, with its text from the log."""
+
+    kind: Literal["message", "document", "manual"]
+    text: str
+    message_id: str | None = None
+    role: str | None = None
+    name: str | None = None
+    timestamp: datetime | None = None
+    session_id: str | None = None
+    event_id: str | None = None  # the conversation chunk or memory.items event
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A node this one came from: merged into it, or one of the premises it was inferred from."""
+
+    kind: Literal["merged", "inferred", "episode"]
+    reason: str
+    at: datetime | None
+    source: Explanation
+
+
+@dataclass(frozen=True)
+class Explanation:
+    node_id: str
+    node: MemoryItem | None  # latest snapshot in the log
+    sources: tuple[SourceText, ...] = ()
+    lineage: tuple[Lineage, ...] = ()
+    changes: tuple[Change, ...] = field(default=(), repr=False)
+
+
+def dedupe(updates: Iterable[MemoryUpdate]) -> list[MemoryUpdate]:
+    """First occurrence of each event id: a redelivered stage re-announces under the same id."""
+    seen: set[str] = set()
+    out = []
+    for u in updates:
+        if u.event_id not in seen:
+            seen.add(u.event_id)
+            out.append(u)
+    return out
+
+
+def _touches(update: MemoryUpdate, node_id: str) -> bool:
+    if update.node_id == node_id:
+        return True
+    if update.action in ("merged", "refused") and node_id in update.related_ids:
+        return True
+    return any(node_id in (e.source, e.target) for e in update.edges)
+
+
+def node_changes(updates: Sequence[MemoryUpdate], node_id: str) -> list[MemoryUpdate]:
+    """The updates that changed ``node_id`` (its own, merges that archived it, edges to it,
+    and a cube erasure after it existed), in log order."""
+    out: list[MemoryUpdate] = []
+    for u in dedupe(updates):
+        if _touches(u, node_id) or (out and u.node_id is None and u.action == "deleted"):
+            out.append(u)
+    return out
+
+
+def fold(updates: Iterable[MemoryUpdate], at: datetime | None = None) -> dict[str, MemoryItem]:
+    """The cube's memories (working-memory copies aside) after the updates that occurred at or
+    before ``at``, applied in log order."""
+    state: dict[str, MemoryItem] = {}
+    for u in dedupe(updates):
+        if at is not None and u.occurred_at > at:
+            continue
+        if u.action in _SNAPSHOT_ACTIONS and u.node is not None:
+            if u.node.metadata.memory_type != "WorkingMemory":
+                state[u.node.id] = u.node
+        elif u.action in _DROP_ACTIONS:
+            if u.node_id is None:
+                state.clear()  # the cube was erased
+            else:
+                state.pop(u.node_id, None)
+    return state
+
+
+def latest_snapshot(updates: Sequence[MemoryUpdate], node_id: str) -> MemoryItem | None:
+    node = None
+    for u in updates:
+        if u.node is not None and u.node.id == node_id and u.action in _SNAPSHOT_ACTIONS:
+            node = u.node
+    return node
+
+
+@dataclass
+class CubeLog:
+    """What the log holds for one cube, indexed for provenance."""
+
+    updates: list[MemoryUpdate]
+    events: dict[str, tuple[str, Event]] = field(default_factory=dict)  # event id -> (topic, e)
+    chunks: dict[str, ConversationChunk] = field(default_factory=dict)
+
+    def cause(self, update: MemoryUpdate) -> tuple[str, Event] | None:
+        return self.events.get(update.cause_event_id or "")
+
+
+def explain_node(log: CubeLog, node_id: str, depth: int = 0,
+                 seen: frozenset[str] = frozenset()) -> Explanation:
+    """Sources (message text from the log) and lineage (merges, inferences) of ``node_id``."""
+    updates = dedupe(log.updates)
+    own = node_changes(updates, node_id)
+    node = latest_snapshot(updates, node_id)
+    if not own and node is None:
+        raise NodeNotFound(f"no memory {node_id} in the log of this cube")
+    seen = seen | {node_id}
+    sources: list[SourceText] = []
+    lineage: list[Lineage] = []
+    # the items that wrote this node (an archival's cause is the item that superseded it)
+    items = [c[1] for u in own if u.node_id == node_id and u.action in ("added", "merged")
+             and (c := log.cause(u)) is not None and isinstance(c[1], ExtractedMemory)]
+    for item in items:
+        sources += _item_sources(log, item)
+    if not items and node is not None:
+        sources += _ref_sources(log, node, None)
+    for u in own:
+        if depth >= MAX_DEPTH:
+            break
+        if u.action == "merged" and u.node_id == node_id:
+            for other in u.related_ids:
+                if other not in seen:
+                    lineage.append(Lineage("merged", u.reason, u.occurred_at,
+                                           _explain_or_stub(log, other, depth, seen)))
+        for edge in u.edges:
+            if edge.source == node_id and edge.type == "INFERRED_FROM" and edge.target not in seen:
+                lineage.append(Lineage("inferred", u.reason or "inferred", u.occurred_at,
+                                       _explain_or_stub(log, edge.target, depth, seen)))
+    if node is not None and depth < MAX_DEPTH:
+        for ref in node.metadata.sources:
+            if ref.kind == "memory" and ref.memory_id and ref.memory_id not in seen:
+                lineage.append(Lineage("episode", "extracted from this episode", None,
+                                       _explain_or_stub(log, ref.memory_id, depth, seen)))
+    return Explanation(node_id, node, tuple(dict.fromkeys(sources)), tuple(lineage),
+                       tuple(changes_with_causes(log, own)))
+
+
+def _explain_or_stub(log: CubeLog, node_id: str, depth: int, seen: frozenset[str]) -> Explanation:
+    try:
+        return explain_node(log, node_id, depth + 1, seen)
+    except NodeNotFound:
+        return Explanation(node_id, None)
+
+
+def _item_sources(log: CubeLog, item: ExtractedMemory) -> list[SourceText]:
+    chunk = log.chunks.get(item.chunk_event_id or "")
+    found = _ref_sources(log, None, chunk, item)
+    if found:
+        return found
+    if any(ref.kind == "manual" for ref in item.sources) or chunk is None:
+        return [SourceText("manual", item.memory, event_id=item.event_id)]
+    return found
+
+
+def _ref_sources(log: CubeLog, node: MemoryItem | None, chunk: ConversationChunk | None,
+                 item: ExtractedMemory | None = None) -> list[SourceText]:
+    """Messages and document excerpts named by the refs, looked up in the item's own chunk
+    first (message ids such as "m0" repeat across chunks), then anywhere in the cube."""
+    refs = item.sources if item is not None else node.metadata.sources if node else ()
+    out: list[SourceText] = []
+    for ref in refs:
+        if ref.kind == "message" and ref.message_id:
+            found = _message(chunk, ref.message_id) if chunk else None
+            if found is None:
+                found = next((hit for c in log.chunks.values()
+                              if (hit := _message(c, ref.message_id)) is not None), None)
+            if found is not None:
+                msg, owner = found
+                out.append(SourceText("message", msg.content, msg.id, msg.role, msg.name,
+                                      msg.timestamp, owner.session_id, owner.event_id))
+        elif ref.kind == "chunk" and ref.doc_id:
+            doc_chunk = chunk if chunk is not None and chunk.document is not None and \
+                chunk.document.doc_id == ref.doc_id else next(
+                    (c for c in log.chunks.values()
+                     if c.document is not None and c.document.doc_id == ref.doc_id), None)
+            if doc_chunk is not None and doc_chunk.document is not None:
+                text = doc_chunk.document.text
+                start, end = ref.char_start or 0, ref.char_end or len(text)
+                out.append(SourceText("document", text[start:end], event_id=doc_chunk.event_id,
+                                      session_id=doc_chunk.session_id))
+    return out
+
+
+def _message(chunk: ConversationChunk, message_id: str) -> tuple[Message, ConversationChunk] | None:
+    for m in chunk.messages:
+        if m.id == message_id:
+            return m, chunk
+    return None
+
+
+def changes_with_causes(log: CubeLog, updates: Sequence[MemoryUpdate]) -> list[Change]:
+    out = []
+    for u in updates:
+        found = log.cause(u)
+        out.append(Change(u, found[1], found[0]) if found else Change(u))
+    return out
+
+
+# ------------------------------------------------------------------------- reading the log
+
+
+async def read_updates(client: MemoryClient, cube_id: str | None) -> list[MemoryUpdate]:
+    return [u for u in await _read(client, MEMORY_UPDATES, cube_id)
+            if isinstance(u, MemoryUpdate)]
+
+
+async def _read(client: MemoryClient, spec: TopicSpec, cube_id: str | None) -> list[Event]:
+    out = []
+    async for event in client._follow(spec, cube_id, True, until_end=True):  # noqa: SLF001
+        if isinstance(event, Event):
+            out.append(event)
+    return out
+
+
+async def read_cube_log(client: MemoryClient, cube_id: str, with_chunks: bool = True) -> CubeLog:
+    """The cube's updates, the events that may have caused them, and (``with_chunks``) its
+    conversation chunks."""
+    log = CubeLog(await read_updates(client, cube_id))
+    for spec in CAUSE_TOPICS:
+        for event in await _read(client, spec, cube_id):
+            log.events.setdefault(event.event_id, (spec.suffix, event))
+    if with_chunks:
+        for event in await _read(client, CONVERSATIONS, cube_id):
+            if isinstance(event, ConversationChunk):
+                log.chunks.setdefault(event.event_id, event)
+    return log
+
+
+async def cube_of(client: MemoryClient, node_id: str, cube_id: str | None) -> str:
+    """The cube of a node: given, or the one whose updates name it."""
+    if cube_id is not None:
+        return cube_id
+    for u in await read_updates(client, None):
+        if _touches(u, node_id):
+            return u.cube_id
+    raise NodeNotFound(f"no memory {node_id} in memory.updates")
+
+
+async def memory_history(client: MemoryClient, node_id: str,
+                         cube_id: str | None = None) -> list[Change]:
+    cube = await cube_of(client, node_id, cube_id)
+    log = await read_cube_log(client, cube, with_chunks=False)
+    changes = node_changes(log.updates, node_id)
+    if not changes:
+        raise NodeNotFound(f"no memory {node_id} in the log of cube {cube}")
+    return changes_with_causes(log, changes)
+
+
+async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[MemoryItem]:
+    if at.tzinfo is None:
+        raise ValueError("as_of needs a timezone-aware time (e.g. 2026-05-01T12:00:00+00:00)")
+    state = fold(await read_updates(client, cube_id), at)
+    return sorted(state.values(), key=lambda n: (n.metadata.created_at, n.id))
+
+
+async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None) -> Explanation:
+    cube = await cube_of(client, node_id, cube_id)
+    return explain_node(await read_cube_log(client, cube), node_id)
