@@ -196,7 +196,9 @@ async def test_a_dumped_cube_loads_back_searchable(tmp_path: Path) -> None:
     before = await deps.query.export_cube(CUBE)
     await run(deps, DeleteCube(**ME))
     out = await run(deps, LoadCube(**ME, path=str(path)))
-    assert [u.action for u in events_of(out, MemoryUpdate)] == ["updated"]
+    updates = events_of(out, MemoryUpdate)
+    assert [u.action for u in updates] == ["updated"] + ["added"] * 3  # each node announced
+    assert sorted(u.node_id or "" for u in updates[1:]) == sorted(n.id for n in nodes)
     after = await deps.query.export_cube(CUBE)
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert after.edges == before.edges
@@ -220,8 +222,9 @@ async def test_a_backup_is_written_and_the_cube_dropped(tmp_path: Path) -> None:
     await remember(deps, CUBE, *FACTS)
     backups = tmp_path / "backups"
     out = await run(deps, BackupCube(**ME, directory=str(backups)))
-    (update,) = events_of(out, MemoryUpdate)
-    assert update.action == "updated" and "backup written" in update.reason
+    written_update, dropped = events_of(out, MemoryUpdate)
+    assert written_update.action == "updated" and "backup written" in written_update.reason
+    assert dropped.action == "deleted" and "erased after its backup" in dropped.reason
     (written,) = backups.iterdir()
     assert await deps.query.count_by_type(CUBE, status=None) == {}
     await run(deps, LoadCube(**ME, path=str(written)))

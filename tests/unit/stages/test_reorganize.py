@@ -173,8 +173,11 @@ async def test_a_frozen_memory_is_not_merged_on_request(tmp_path: Path) -> None:
     old, new = await tell(deps, [("The user loves hiking in the mountains.", ()),
                                  ("The user really enjoys mountain hiking.", ())])
     await deps.store.update_node(CUBE, old.evolve(frozen=True))
-    assert await on_merge(ReorganizeEvent(**ME, op="merge", node_ids=(old.id, new.id)),
-                          deps) == []
+    out = await on_merge(ReorganizeEvent(**ME, op="merge", node_ids=(old.id, new.id)), deps)
+    (refusal,) = events_of(out, MemoryUpdate)  # answered with the reason, not in silence
+    assert (refusal.action, refusal.node_id, refusal.related_ids) == ("refused", old.id,
+                                                                      (new.id,))
+    assert "frozen" in refusal.reason
     assert {n.metadata.status for n in await deps.query.get_nodes(CUBE, [old.id, new.id])} == {
         "activated"}
 
