@@ -132,7 +132,7 @@ class UIServer:
             return web.json_response({"error": "query: must not be empty"}, status=400)
         try:
             found = await self.client.search(self.user_id, query, cube_id=self.cube_id,
-                                             top_k=20)
+                                             top_k=10)
         except (MemoryServiceError, ValueError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
         return web.json_response({"results": [{**_brief(s.item), "score": s.score}
