@@ -9,8 +9,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from memstream.cli_errors import InputError, validation_line
 from topics.client import MemoryClient, MemoryServiceError
@@ -246,6 +248,46 @@ def short_date(item: MemoryItem) -> str:
     return item.metadata.updated_at.strftime("%Y-%m-%d %H:%M")
 
 
+WIDE = 120  # below this many columns, one block per memory instead of a table
+
+
+def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
+                title: str) -> None:
+    """Memories with their ids and dates: a table on a wide terminal, else one block each;
+    the text always wraps, never cut (Chinese has no spaces to wrap at)."""
+    scored = any(score is not None for _, score in rows)
+    if console.width < WIDE:
+        console.print(title, style="bold")
+        for i, (item, score) in enumerate(rows, 1):
+            md = item.metadata
+            head = Text(f"{i}. ", style="bold")
+            if score is not None:
+                head.append(f"{score:.3f}  ")
+            status = "" if md.status == "activated" else f" ({md.status})"
+            head.append(f"{md.memory_type}{status}  {short_date(item)}", style="cyan")
+            console.print(head)
+            console.print(Padding(Text(f"id {item.id}", style="dim"), (0, 0, 0, 3)))
+            console.print(Padding(Text(item.memory, overflow="fold"), (0, 0, 0, 3)))
+            if md.tags:
+                console.print(Padding(Text("tags: " + ", ".join(md.tags), style="dim"),
+                                      (0, 0, 0, 3)))
+        return
+    table = Table("id", "updated", *(["score"] if scored else []), "type", "memory", "tags",
+                  title=title, expand=True)
+    for column in table.columns:
+        column.no_wrap = column.header in ("id", "updated", "score", "type")
+    memory = next(c for c in table.columns if c.header == "memory")
+    memory.overflow, memory.ratio = "fold", 3
+    tags = table.columns[-1]
+    tags.overflow, tags.ratio = "fold", 1
+    for item, score in rows:
+        md = item.metadata
+        table.add_row(item.id, short_date(item), *([f"{score:.3f}"] if scored else []),
+                      md.memory_type + ("" if md.status == "activated" else f" ({md.status})"),
+                      item.memory, ", ".join(md.tags))
+    console.print(table)
+
+
 async def search_table(settings: Settings, console: Console, query: str, user_id: str,
                        cube_id: str | None, top_k: int, mode: str, memory_type: str,
                        search_filter: dict[str, Any] | None = None,
@@ -259,17 +301,8 @@ async def search_table(settings: Settings, console: Console, query: str, user_id
         print(json.dumps([node_json(s.item, s.score) for s in found], ensure_ascii=False,
                          indent=2))
         return
-    table = Table("id", "updated", "score", "type", "memory", "tags",
-                  title=f"{plural(len(found), 'result')} for {query!r}")
-    table.columns[0].no_wrap = True
-    table.columns[1].no_wrap = True
-    table.columns[4].overflow = "fold"  # wrap, never cut (Chinese has no spaces to wrap at)
-    table.columns[4].ratio = 1
-    for s in found:
-        md = s.item.metadata
-        table.add_row(s.item.id, short_date(s.item), f"{s.score:.3f}", md.memory_type,
-                      s.item.memory, ", ".join(md.tags))
-    console.print(table)
+    print_nodes(console, [(s.item, s.score) for s in found],
+                f"{plural(len(found), 'result')} for {query!r}")
 
 
 async def dump_or_load(settings: Settings, console: Console, what: str, path: Path,

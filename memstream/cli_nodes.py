@@ -21,7 +21,7 @@ from memstream.cli import (
     main,
     user_option,
 )
-from memstream.cli_actions import count_memories, node_json, plural, short_date
+from memstream.cli_actions import count_memories, node_json, plural, print_nodes
 from memstream.cli_errors import InputError, not_empty
 from topics.client import MemoryClient
 from topics.events import BackupCube, DeadLetter, DeleteNodes, Event, UpdateNode
@@ -29,19 +29,6 @@ from topics.models import MemoryItem, MemoryType
 from topics.settings import Settings
 
 TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
-
-
-def _nodes_table(nodes: list[MemoryItem], title: str) -> Table:
-    table = Table("id", "updated", "type", "status", "memory", "tags", title=title)
-    table.columns[0].no_wrap = True
-    table.columns[1].no_wrap = True
-    table.columns[4].overflow = "fold"
-    table.columns[4].ratio = 1
-    for n in nodes:
-        md = n.metadata
-        table.add_row(n.id, short_date(n), md.memory_type, md.status, n.memory,
-                      ", ".join(md.tags))
-    return table
 
 
 @main.command()
@@ -124,7 +111,7 @@ async def _list(settings: Settings, user_id: str, cube_id: str | None, memory_ty
         return
     shown = f"{len(nodes):,} of {plural(total, 'memory', 'memories')}" if total > len(nodes) \
         else plural(total, "memory", "memories")
-    console.print(_nodes_table(nodes, f"cube '{cube}': {shown}"))
+    print_nodes(console, [(n, None) for n in nodes], f"cube '{cube}': {shown}")
 
 
 async def _command(settings: Settings, event: Event, what: str) -> None:
@@ -216,6 +203,9 @@ def _where(d: DeadLetter) -> str:
 async def _letters(settings: Settings, stage: str | None, limit: int, as_json: bool) -> None:
     letters = await _all_letters(settings, stage)
     shown = letters[-limit:]
+    if not as_json and not letters:
+        console.print("no dead letters" + (f" of stage {stage}" if stage else ""))
+        return
     if as_json:
         _print_json({"total": len(letters),
                      "letters": [d.model_dump(mode="json") for d in shown]})

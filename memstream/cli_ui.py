@@ -30,7 +30,5 @@ def ui(user_id: str, cube_id: str | None, host: str, port: int, data_dir: Path |
     def ready(url: str) -> None:
         console.print(f"memstream ui for cube '{cube_id or user_id}' at {url} (Ctrl-C to stop)")
 
-    try:
-        _run(serve(_settings(data_dir), user_id, cube_id or user_id, host, port, ready))
-    except click.Abort:
-        console.print("stopped")
+    _run(serve(_settings(data_dir), user_id, cube_id or user_id, host, port, ready))
+    console.print("stopped")

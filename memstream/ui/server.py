@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -60,7 +61,7 @@ class UIServer:
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -153,7 +154,7 @@ class UIServer:
 
 async def serve(settings: Settings, user_id: str, cube_id: str, host: str, port: int,
                 on_ready: Callable[[str], None]) -> None:
-    """Run the page until cancelled (Ctrl-C)."""
+    """Run the page until Ctrl-C or SIGTERM."""
     from memstream.services import status as service_status
     from sinks.graph_factory import create_graph_store
 
@@ -166,8 +167,12 @@ async def serve(settings: Settings, user_id: str, cube_id: str, host: str, port:
         async with MemoryClient(settings) as client:
             server = UIServer(settings, client, graph, user_id, cube_id)
             on_ready(await server.start(host, port))
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
             try:
-                await asyncio.Event().wait()
+                await stop.wait()
             finally:
                 await server.stop()
     finally:
