@@ -315,7 +315,7 @@ def dump(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -
 @cube_option
 @data_dir_option
 def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
-    """Load a cube dumped with `memstream dump` (into --cube, default the dumped cube)."""
+    """Load a cube dumped with `memstream dump` into --cube (default: the --user id)."""
     from memstream.cli_actions import dump_or_load
 
     _run(dump_or_load(_settings(data_dir), console, "load", path, user_id, cube_id))
