@@ -324,7 +324,12 @@ async def dump_or_load(settings: Settings, console: Console, what: str, path: Pa
         raise RuntimeError(f"{what} failed: {failure}")
     if what == "dump":
         info = TypeAdapter(dict[str, Any]).validate_json(path.read_bytes())
-        console.print(f"dumped {plural(len(info.get('nodes', [])), 'node')} and "
+        nodes = info.get("nodes", [])
+        copies = sum(1 for n in nodes
+                     if n.get("metadata", {}).get("memory_type") == "WorkingMemory")
+        extra = f" (and {plural(copies, 'working-memory copy', 'working-memory copies')})" \
+            if copies else ""
+        console.print(f"dumped {plural(len(nodes) - copies, 'memory', 'memories')}{extra} and "
                       f"{plural(len(info.get('edges', [])), 'edge')} to {path}")
     else:
         console.print(f"loaded {path} into cube '{cube}'")

@@ -278,6 +278,8 @@ async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, 
     files = list_backups(directory, cube) if directory.is_dir() else []
     newest = files[-1] if files else directory
     info = json.loads(newest.read_text(encoding="utf-8")) if newest.is_file() else {}
+    nodes = [n for n in info.get("nodes", [])
+             if n.get("metadata", {}).get("memory_type") != "WorkingMemory"]
     console.print(f"backed up cube '{cube}' to {newest}: "
-                  f"{plural(len(info.get('nodes', [])), 'node')}"
+                  f"{plural(len(nodes), 'memory', 'memories')}"
                   + (", then erased it from the stores" if drop else ""))

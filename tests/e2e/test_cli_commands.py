@@ -125,8 +125,13 @@ async def test_dump_backup_and_dead_letters(pipeline: Pipeline, tmp_path: Path) 
     added = await run_cli(env, "add", "--text", "I'm learning the cello.", "--user", "ana")
     assert added.code == 0, added.text
     dumped = await run_cli(env, "dump", "ana.json", "--user", "ana", cwd=tmp_path)
-    assert dumped.code == 0 and "dumped" in dumped.out, dumped.text
-    assert "cello" in (tmp_path / "ana.json").read_text(encoding="utf-8")
+    assert dumped.code == 0, dumped.text
+    nodes = json.loads((tmp_path / "ana.json").read_text(encoding="utf-8"))["nodes"]
+    copies = [n for n in nodes if n["metadata"]["memory_type"] == "WorkingMemory"]
+    assert copies and any("cello" in n["memory"] for n in nodes)
+    kept = len(nodes) - len(copies)
+    assert f"dumped {kept} {'memory' if kept == 1 else 'memories'} (and {len(copies)} " \
+        "working-memory cop" in dumped.out
     backup = await run_cli(env, "backup", str(tmp_path / "backups"), "--user", "ana")
     assert backup.code == 0, backup.text
     files = list((tmp_path / "backups").glob("*.json"))
