@@ -35,7 +35,7 @@ async def test_add_search_get_update_delete_and_honest_counts(pipeline: Pipeline
     (tmp_path / "chat.json").write_text(json.dumps(CHAT), encoding="utf-8")
     added = await run_cli(env, "add", "chat.json", "--user", "alice", cwd=tmp_path)
     assert added.code == 0, added.text
-    graph = pipeline.deps.graph
+    graph = pipeline.deps.store.graph
     counts = await graph.count_by_type("alice", status=None)
     stored = sum(n for t, n in counts.items() if t != "WorkingMemory")
     assert stored > 0
@@ -136,7 +136,7 @@ async def test_dump_backup_and_dead_letters(pipeline: Pipeline, tmp_path: Path) 
     assert backup.code == 0, backup.text
     files = list((tmp_path / "backups").glob("*.json"))
     assert len(files) == 1 and str(files[0]) in backup.out
-    assert await pipeline.deps.graph.count_by_type("ana")  # kept: no --drop
+    assert await pipeline.deps.store.graph.count_by_type("ana")  # kept: no --drop
 
     # a record no stage can read is dead-lettered; the operator sees it and can re-drive it
     producer = pipeline.client

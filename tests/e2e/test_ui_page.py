@@ -85,7 +85,7 @@ async def test_the_page_shows_the_tree_searches_and_opens_a_node(
     graph = create_graph_store(seeded.settings, seeded.settings.graph.uri)
     server = UIServer(seeded.settings, seeded.client, graph, CUBE, CUBE)
     url = await server.start("127.0.0.1", 0)
-    concepts = [n for n in await seeded.deps.graph.all_of_type(CUBE, "LongTermMemory")
+    concepts = [n for n in await seeded.deps.store.graph.all_of_type(CUBE, "LongTermMemory")
                 if n.metadata.hierarchy_level == "concept"]
     assert concepts, "the optimizer wrote summary nodes"
     try:
