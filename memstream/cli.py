@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from memstream import __version__
+from memstream.cli_errors import InputError, not_empty, run, validation_line
 from memstream.cli_log import add_log_commands
+from topics.events import MAX_TOP_K
 from topics.settings import Settings
 
 console = Console()
 
 
 def _settings(data_dir: Path | None) -> Settings:
-    settings = Settings()
+    """Settings from the environment, with the data directory found from here (an explicit
+    ``--data-dir`` or ``MEMSTREAM_DATA_DIR``, else the nearest ``.memstream`` upwards)."""
+    from topics.datadir import with_data_dir
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise InputError(validation_line(exc, "settings (MEMSTREAM_* variables)")) from None
     if data_dir is not None:
-        settings = settings.model_copy(update={"data_dir": data_dir})
-    return settings
+        return settings.model_copy(update={"data_dir": data_dir.expanduser().resolve()})
+    return with_data_dir(settings)
 
 
 def _logging(level: str) -> None:
@@ -34,10 +46,12 @@ def _logging(level: str) -> None:
 
 
 def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-        raise click.ClickException(str(exc)) from exc
+    return run(coro)
+
+
+def _print_json(data: Any) -> None:
+    """Machine-readable output of a read command (``--json``)."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
 data_dir_option = click.option(
@@ -45,12 +59,15 @@ data_dir_option = click.option(
     help="Where embedded services keep their data (default ./.memstream or MEMSTREAM_DATA_DIR).",
 )
 user_option = click.option("--user", "user_id", default="default-user", show_default=True,
-                           help="The user the memories belong to.")
-cube_option = click.option("--cube", "cube_id", default=None,
+                           callback=not_empty, help="The user the memories belong to.")
+cube_option = click.option("--cube", "cube_id", default=None, callback=not_empty,
                            help="The memory cube (default: the user id).")
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON instead of a table.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="memstream")
 def main() -> None:
     """memstream: long-term memory for LLM agents, as a Kafka event-streaming pipeline.
 
@@ -122,7 +139,9 @@ async def _worker(settings: Settings) -> None:
 @data_dir_option
 def up(data_dir: Path | None) -> None:
     """Start the embedded broker, FalkorDB and a worker in the background."""
-    _run(_up(_settings(data_dir)))
+    settings = _settings(data_dir)
+    console.print(f"data directory {settings.data_dir}")
+    _run(_up(settings))
 
 
 async def _up(settings: Settings) -> None:
@@ -172,27 +191,37 @@ def down(data_dir: Path | None) -> None:
 
     settings = _settings(data_dir)
     stopped = _run(stop_all(settings.data_dir))
-    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else
+                  f"nothing was running (data directory {settings.data_dir})")
 
 
 @main.command()
 @data_dir_option
-def status(data_dir: Path | None) -> None:
+@json_option
+def status(data_dir: Path | None, as_json: bool) -> None:
     """Show which embedded services run, and the workers' lag per topic."""
-    _run(_status(_settings(data_dir)))
+    _run(_status(_settings(data_dir), as_json))
 
 
-async def _status(settings: Settings) -> None:
+async def _status(settings: Settings, as_json: bool = False) -> None:
     from memstream.services import status as service_status
     from topics.admin import worker_lag
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker
+    if as_json:
+        lag = await worker_lag(settings, bootstrap) if bootstrap else {}
+        _print_json({"data_dir": str(settings.data_dir), "broker": bootstrap,
+                     "graph": settings.graph.uri or st.graph, "worker_pid": st.worker_pid,
+                     "notes": st.notes,
+                     "lag": {t: sum(p.values()) for t, p in sorted(lag.items()) if p}})
+        return
     def missing(what: str) -> str:
         note = st.notes.get(what)
         return f"[red]not running[/] ({note})" if note else "[red]not running[/]"
 
     table = Table(show_header=False)
+    table.add_row("data", str(settings.data_dir))
     table.add_row("broker", bootstrap or missing("broker"))
     table.add_row("graph", settings.graph.uri or st.graph or missing("graph"))
     worker = f"pid {st.worker_pid}" if st.worker_pid else missing("worker")
@@ -211,44 +240,62 @@ async def _status(settings: Settings) -> None:
 
 
 @main.command()
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(allow_dash=True, dir_okay=False,
+                                                        path_type=Path))
 @user_option
 @cube_option
-@click.option("--session", "session_id", default=None, help="Session id for the messages.")
-@click.option("--chunk-size", default=6, show_default=True, help="Messages per published chunk.")
+@click.option("--text", "text", default=None, callback=not_empty,
+              help="Add this text as one user message (instead of FILE).")
+@click.option("--doc", "as_doc", is_flag=True,
+              help="FILE (or stdin) is a document: plain text, chunked by extraction.")
+@click.option("--session", "session_id", default=None, callback=not_empty,
+              help="Session id for the messages.")
+@click.option("--chunk-size", default=6, show_default=True, type=click.IntRange(1, 100),
+              help="Messages per published chunk.")
 @click.option("--no-wait", is_flag=True, help="Return once published, without waiting.")
 @data_dir_option
-def add(file: Path, user_id: str, cube_id: str | None, session_id: str | None, chunk_size: int,
-        no_wait: bool, data_dir: Path | None) -> None:
-    """Add a conversation from a JSON FILE of messages.
+def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, as_doc: bool,
+        session_id: str | None, chunk_size: int, no_wait: bool, data_dir: Path | None) -> None:
+    """Add a conversation from a JSON FILE of messages, a document, or text.
 
     FILE holds a list of messages ({"role", "content", optional "timestamp" and "id"}), or
-    {"session_id", "messages": [...]}, or a list of such sessions. Messages without an id
-    get one derived from the file's content, so adding the same file twice adds nothing.
+    {"session_id", "messages": [...]}, or a list of such sessions. A FILE that is not JSON
+    (or --doc) is added as a document; "-" reads stdin; --text adds one user message.
+    Messages without an id get one derived from their content, so adding the same file
+    twice adds nothing. Everything is checked against the limits before anything is sent.
     """
-    from memstream.cli_actions import add_file
+    from memstream.cli_actions import add_input
 
-    _run(add_file(_settings(data_dir), console, file, user_id, cube_id, session_id, chunk_size,
-                  not no_wait))
+    if (file is None) == (text is None):
+        raise click.UsageError("give one of FILE, - (stdin) or --text")
+    _run(add_input(_settings(data_dir), console, file, text, as_doc, user_id, cube_id,
+                   session_id, chunk_size, not no_wait))
 
 
 @main.command()
-@click.argument("query")
+@click.argument("query", callback=not_empty)
 @user_option
 @cube_option
-@click.option("--top-k", default=10, show_default=True)
+@click.option("--top-k", default=10, show_default=True, type=click.IntRange(1, MAX_TOP_K))
 @click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
 @click.option("--type", "memory_type", default="All", show_default=True,
               type=click.Choice(["All", "WorkingMemory", "LongTermMemory", "UserMemory",
                                  "EpisodicMemory"]))
+@click.option("--session", "session_id", default=None, callback=not_empty,
+              help="Only memories of this session.")
+@click.option("--filter", "filter_json", default=None, metavar="JSON",
+              help='Metadata filter, e.g. \'{"tags": {"contains": "food"}}\'.')
+@json_option
 @data_dir_option
 def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
-           memory_type: str, data_dir: Path | None) -> None:
-    """Search a cube's memories and print them as a table."""
-    from memstream.cli_actions import search_table
+           memory_type: str, session_id: str | None, filter_json: str | None, as_json: bool,
+           data_dir: Path | None) -> None:
+    """Search a cube's memories and print them as a table (id, date, score, memory)."""
+    from memstream.cli_actions import parse_filter, search_table
 
+    search_filter = parse_filter(filter_json, session_id)
     _run(search_table(_settings(data_dir), console, query, user_id, cube_id, top_k, mode,
-                      memory_type))
+                      memory_type, search_filter, as_json))
 
 
 @main.command()
@@ -269,13 +316,18 @@ def dump(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -
 @cube_option
 @data_dir_option
 def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
-    """Load a cube dumped with `memstream dump` (into --cube, default the dumped cube)."""
+    """Load a cube dumped with `memstream dump` into --cube (default: the --user id)."""
     from memstream.cli_actions import dump_or_load
 
     _run(dump_or_load(_settings(data_dir), console, "load", path, user_id, cube_id))
 
 
-add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, backup, restore
+add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, restore
+# Commands in modules of their own register on `main` when imported (one line each).
+# isort: off
+from memstream import cli_nodes  # noqa: E402,F401 - get, list, update, delete, dead-letters, …
+from memstream import cli_ui  # noqa: E402,F401 - memstream ui
+# isort: on
 
 if __name__ == "__main__":
     main()

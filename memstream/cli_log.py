@@ -219,21 +219,14 @@ async def _cubes_with_memories(client: MemoryClient) -> list[str]:
     return sorted(c for c, updates in by_cube.items() if fold(updates))
 
 
-@click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--cube", "cube_ids", multiple=True,
-              help="Back up these cubes (repeatable; default: every cube holding memories).")
-@click.option("--keep-last", default=5, show_default=True, help="Backups kept per cube.")
-@data_dir_option
-def backup(directory: Path, cube_ids: Sequence[str], keep_last: int,
-           data_dir: Path | None) -> None:
-    """Dump cubes to timestamped files in DIRECTORY (the worker writes them), keeping the last
-    --keep-last per cube. `memstream restore DIRECTORY` loads them back."""
+def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) -> None:
+    """``memstream backup DIRECTORY`` without --user: every cube holding memories, keeping
+    the last ``keep_last`` backups of each (the worker writes the files)."""
     target = str(directory.resolve())
 
     async def run() -> list[str]:
         async with MemoryClient(_settings(data_dir)) as client:
-            cubes = list(cube_ids) or await _cubes_with_memories(client)
+            cubes = await _cubes_with_memories(client)
             tokens = [await client.command(BackupCube(user_id=c, cube_id=c, directory=target,
                                                       keep_last=keep_last, drop=False))
                       for c in cubes]
@@ -297,5 +290,5 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
 
 def add_log_commands(group: click.Group) -> None:
     for command in (history, as_of, explain, _freeze_command(True), _freeze_command(False),
-                    sweep, backup, restore):
+                    sweep, restore):
         group.add_command(command)

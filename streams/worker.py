@@ -32,7 +32,7 @@ from streams.scheduler.agent import register as register_scheduler
 from streams.search.agent import register as register_search
 from topics.admin import ensure_topics
 from topics.events import WriteToken
-from topics.kafka_compat import configure_fetch_pause
+from topics.kafka_compat import configure_fetch_pause, needs_pause
 from topics.members import remove_stale_members
 from topics.models import utcnow
 from topics.progress import Progress
@@ -95,7 +95,8 @@ class Worker:
 
     async def _start(self) -> None:
         s = self.settings
-        configure_fetch_pause(s.kafka)
+        if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
+            configure_fetch_pause(s.kafka)
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
         await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})

@@ -41,12 +41,13 @@ from topics.events import (
     WriteToken,
     new_event_id,
 )
-from topics.kafka_compat import configure_fetch_pause, mark_latency_sensitive
+from topics.kafka_compat import pause_consumer
 from topics.limits import LimitExceeded, check_content, check_encoded
 from topics.models import MemoryItem, MemoryType, SearchMemoryType, SourceRef, Subgraph, utcnow
 from topics.progress import NotAppliedYet, Progress
 from topics.provenance import Change, Explanation
 from topics.registry import (
+    BY_SUFFIX,
     CONVERSATIONS,
     DEAD_LETTER,
     MEMORY_COMMANDS,
@@ -97,18 +98,22 @@ class MemoryClient:
     @property
     def bootstrap(self) -> str:
         if self._bootstrap is None:
-            raise ClientError("no Kafka bootstrap server: set MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS "
-                              "or run `memstream up` first")
+            from topics.datadir import find_data_dir
+
+            raise ClientError("no Kafka bootstrap server: no broker runs in "
+                              f"{find_data_dir(self.settings)}; run `memstream up` there, or "
+                              "set MEMSTREAM_DATA_DIR or MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS")
         return self._bootstrap
 
     async def start(self) -> None:
         if self._bootstrap is None:
             from topics.broker import running_broker
+            from topics.datadir import find_data_dir
 
-            self._bootstrap = await running_broker(self.settings.data_dir / "broker")
+            # the stack `memstream up` started here or in a parent directory
+            self._bootstrap = await running_broker(find_data_dir(self.settings) / "broker")
         from topics.admin import ensure_topics
 
-        configure_fetch_pause(self.settings.kafka)
         await ensure_topics(self.settings, self.bootstrap)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", client_id=self.settings.kafka.client_id,
@@ -370,18 +375,32 @@ class MemoryClient:
             assert isinstance(event, DeadLetter)  # noqa: S101
             yield event
 
-    async def history(self, spec: TopicSpec, cube_id: str | None = None) -> list[BaseModel]:
+    async def history(
+        self, topic: TopicSpec | str, cube_id: str | None = None
+    ) -> list[BaseModel]:
         """Every record of a topic (optionally one cube) up to its current end, in partition
-        order: what the log holds now, e.g. a cube's ``memory.updates`` for time travel."""
+        order: what the log holds now, e.g. ``history("memory.updates", cube_id="alice")``.
+        ``topic`` is a name (``"memory.updates"``, with or without the prefix) or a spec."""
+        spec = self.topic_spec(topic) if isinstance(topic, str) else topic
         return [e async for e in self._follow(spec, cube_id, True, until_end=True)]
+
+    def topic_spec(self, name: str) -> TopicSpec:
+        """The contract topic called ``name`` (``memory.updates`` or its prefixed name)."""
+        prefix = self.settings.kafka.topic_prefix
+        suffix = name[len(prefix):] if prefix and name.startswith(prefix) else name
+        spec = BY_SUFFIX.get(suffix)
+        if spec is None:
+            raise ValueError(f"unknown topic {name!r}; topics are "
+                             f"{', '.join(sorted(BY_SUFFIX))}")
+        return spec
 
     async def _follow(
         self, spec: TopicSpec, cube_id: str | None, from_beginning: bool, until_end: bool = False
     ) -> AsyncIterator[BaseModel]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
-        if not until_end:
-            mark_latency_sensitive(consumer)  # a subscriber waits on what comes next
+        # a live subscriber waits on what comes next; a history read is background work
+        pause_consumer(consumer, self.settings.kafka, self.bootstrap, latency=not until_end)
         try:
             name = spec.name(self.settings)
             parts = consumer.partitions_for_topic(name) or set()
@@ -414,6 +433,20 @@ class MemoryClient:
                         remaining.discard(tp)
         finally:
             await consumer.stop()
+
+    async def redrive(self, letter: DeadLetter) -> WriteToken:
+        """Publish a dead letter's original payload again to its original topic (after the
+        cause was fixed); it gets a new offset, and dead-letters again if it fails again."""
+        if self._producer is None:
+            raise ClientError("client not started: use `async with MemoryClient(...)`")
+        import base64
+
+        data = base64.b64decode(letter.payload) if letter.payload_encoding == "base64" \
+            else letter.payload.encode("utf-8")
+        check_encoded(data, self.settings.limits, "dead letter payload")
+        key = letter.original_key.encode("utf-8") if letter.original_key is not None else None
+        meta = await self._producer.send_and_wait(letter.original_topic, data, key=key)
+        return WriteToken(topic=meta.topic, partition=meta.partition, offset=meta.offset)
 
     async def command_failure(self, token: WriteToken) -> str | None:
         """The dead-letter error of the event behind ``token``, if it failed (else None)."""

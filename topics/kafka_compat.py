@@ -17,15 +17,26 @@ Idle pauses are jittered: two consumers with the same fixed pause lock into step
 request then arrives just after the server's fetch came back empty, every time
 (measured: the full pause on every hop). With a broker that long-polls, an empty
 fetch already took ``fetch.max.wait.ms``, so none of this changes anything there.
+
+Where it applies: a worker patches its own process (``pause_empty_fetches``: faust makes
+its consumers); the client only ever patches the consumers it creates itself
+(``pause_consumer``), so an application's own aiokafka consumers are left as they are.
+Both only on the embedded broker (``needs_pause``: ``KAFKA__FETCH_PAUSE`` auto means a
+loopback broker) and only on aiokafka versions whose private fetch method was checked
+(``SUPPORTED_AIOKAFKA``); on any other version nothing is patched and a warning says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import random
+import types
 from dataclasses import dataclass
 from typing import Any
 
+import aiokafka
 from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer.fetcher import Fetcher
 
@@ -46,8 +57,54 @@ class FetchPause:
         return idle * random.uniform(0.5, 1.5)  # noqa: S311 - jitter, not security
 
 
+log = logging.getLogger("memstream.kafka")
+
+# aiokafka releases whose private ``Fetcher._proc_fetch_request(assignment, node_id,
+# request)`` was read and tested with this patch.
+SUPPORTED_AIOKAFKA = ("0.12.", "0.13.", "0.14.")
+LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+
 _pause = FetchPause()
 _original: dict[str, Any] = {}
+_warned: list[str] = []
+
+
+def supported() -> bool:
+    """The installed aiokafka is one the patch was checked against (else warn once)."""
+    method = _original.get("fetch", getattr(Fetcher, "_proc_fetch_request", None))
+    ok = (aiokafka.__version__.startswith(SUPPORTED_AIOKAFKA) and method is not None
+          and list(inspect.signature(method).parameters)
+          == ["self", "assignment", "node_id", "request"])
+    if not ok and not _warned:
+        _warned.append(aiokafka.__version__)
+        log.warning("aiokafka %s is not one the empty-fetch pause was checked against; idle "
+                    "consumers on the embedded broker will use more CPU", aiokafka.__version__)
+    return ok
+
+
+def needs_pause(kafka: KafkaSettings, bootstrap: str) -> bool:
+    """Whether consumers of ``bootstrap`` need the pause: ``KAFKA__FETCH_PAUSE`` always or
+    never, or auto: the broker is on loopback (where the embedded brokers listen)."""
+    if kafka.fetch_pause != "auto":
+        return kafka.fetch_pause == "always"
+    hosts = [h.strip() for h in bootstrap.split(",") if h.strip()]
+    return bool(hosts) and all(h.startswith(LOOPBACK) for h in hosts)
+
+
+async def _fetch_then_pause(self: Fetcher, assignment: Any, node_id: int, request: Any) -> Any:
+    got_data = await _original["fetch"](self, assignment, node_id, request)
+    pause: FetchPause = getattr(self, "_memstream_pause", _pause)
+    now = asyncio.get_running_loop().time()
+    if got_data:
+        self._memstream_last_data = now
+    elif pause.pause_s > 0:
+        delay = pause.after_empty(now, getattr(self, "_memstream_last_data", None),
+                                  getattr(self, "_memstream_latency", False))
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            return got_data  # the consumer is closing: end like the plain fetch would
+    return got_data
 
 
 def pause_empty_fetches(pause_s: float, busy_pause_s: float | None = None,
@@ -61,26 +118,35 @@ def pause_empty_fetches(pause_s: float, busy_pause_s: float | None = None,
     _pause.busy_pause_s = pause_s if busy_pause_s is None else busy_pause_s
     _pause.busy_window_s = busy_window_s
     _pause.background_pause_s = pause_s if background_pause_s is None else background_pause_s
-    if _original:
+    if not supported() or Fetcher._proc_fetch_request is _fetch_then_pause:
         return
-    original = Fetcher._proc_fetch_request
-    _original["fetch"] = original
+    _original.setdefault("fetch", Fetcher._proc_fetch_request)
+    Fetcher._proc_fetch_request = _fetch_then_pause
 
-    async def fetch_then_pause(self: Fetcher, assignment: Any, node_id: int, request: Any) -> Any:
-        got_data = await original(self, assignment, node_id, request)
-        now = asyncio.get_running_loop().time()
-        if got_data:
-            self._memstream_last_data = now
-        elif _pause.pause_s > 0:
-            delay = _pause.after_empty(now, getattr(self, "_memstream_last_data", None),
-                                       getattr(self, "_memstream_latency", False))
-            try:
-                await asyncio.sleep(delay)
-            except asyncio.CancelledError:
-                return got_data  # the consumer is closing: end like the plain fetch would
-        return got_data
 
-    Fetcher._proc_fetch_request = fetch_then_pause
+def restore_fetches() -> None:
+    """Undo ``pause_empty_fetches`` for this process (consumers patched one by one keep it)."""
+    if "fetch" in _original and Fetcher._proc_fetch_request is _fetch_then_pause:
+        Fetcher._proc_fetch_request = _original["fetch"]
+
+
+def pause_consumer(consumer: AIOKafkaConsumer, kafka: KafkaSettings, bootstrap: str,
+                   latency: bool = True) -> bool:
+    """After ``consumer.start()``: the empty-fetch pause for this one consumer, if its broker
+    needs it (``needs_pause``). Nothing else in the process changes. True if applied."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    if fetcher is None:
+        raise RuntimeError("pause a consumer after starting it")
+    if not needs_pause(kafka, bootstrap) or not supported():
+        return False
+    _original.setdefault("fetch", Fetcher._proc_fetch_request)
+    fetcher._memstream_pause = FetchPause(
+        kafka.empty_fetch_pause_s, kafka.busy_fetch_pause_s, kafka.busy_window_s,
+        kafka.background_fetch_pause_s)
+    fetcher._memstream_latency = latency
+    if type(fetcher)._proc_fetch_request is not _fetch_then_pause:
+        fetcher._proc_fetch_request = types.MethodType(_fetch_then_pause, fetcher)
+    return True
 
 
 def configure_fetch_pause(kafka: KafkaSettings) -> None:

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from topics.events import Reply
-from topics.kafka_compat import mark_latency_sensitive
+from topics.kafka_compat import pause_consumer
 from topics.registry import REPLIES
 from topics.settings import Settings
 
@@ -36,7 +36,7 @@ class ReplyListener:
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
-        mark_latency_sensitive(consumer)  # a caller is waiting on every reply
+        pause_consumer(consumer, self.settings.kafka, self.bootstrap)  # a caller waits on it
         await consumer.topics()  # metadata for every topic, without creating any
         partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
         if not partitions:

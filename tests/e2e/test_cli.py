@@ -42,13 +42,13 @@ def test_up_add_search_status_down(workdir: Path) -> None:
 
     added = run(["add", "conv.json", "--user", "alice"], workdir)
     assert added.returncode == 0, added.stderr + added.stdout
-    assert "added 3 messages in 1 chunks to cube 'alice'" in added.stdout
+    assert "added 3 messages in 1 chunk to cube 'alice'" in added.stdout
 
     # statements only (the episode, the whole chunk as said, would hold Montreal too)
     found = run(["search", "what am I allergic to?", "--user", "alice", "--top-k", "1",
                  "--type", "UserMemory"], workdir)
     assert found.returncode == 0, found.stderr + found.stdout
-    assert "1 results" in found.stdout and "allergic to peanuts" in found.stdout
+    assert "1 result for" in found.stdout and "allergic to peanuts" in found.stdout
     assert "Montreal" not in found.stdout
 
     other = run(["search", "peanuts", "--user", "bob"], workdir)
@@ -56,6 +56,10 @@ def test_up_add_search_status_down(workdir: Path) -> None:
 
     status = run(["status"], workdir)
     assert "pid" in status.stdout and "memstream.conversations" in status.stdout
+    # from a subdirectory, the same stack (the nearest .memstream upwards), named
+    (workdir / "sub" / "dir").mkdir(parents=True)
+    nested = run(["status"], workdir / "sub" / "dir")
+    assert "pid" in nested.stdout and str(workdir.resolve() / ".memstream") in nested.stdout
 
     down = run(["down"], workdir)
     assert "stopped: worker, FalkorDB, broker" in down.stdout

@@ -10,12 +10,27 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from streams.extraction.logic import extract
+from streams.memory.logic import add_memories
 from streams.prompts.inference import INFERENCE, InferenceResponse
 from streams.reorganize.logic import on_add, on_merge, on_remove
 from streams.reorganize.optimize import Scope, Scopes, optimize_scope, run_scopes
 from streams.runtime import Deps, Outgoing
-from tests.support.doubles import ScriptedLLM, events_of, memory_deps, remember
-from topics.events import MemoryUpdate, ReorganizeEvent
+from tests.support.doubles import (
+    ScriptedLLM,
+    events_of,
+    memory_deps,
+    record,
+    records,
+    remember,
+)
+from topics.events import (
+    ConversationChunk,
+    ExtractedMemory,
+    MemoryUpdate,
+    Message,
+    ReorganizeEvent,
+)
 from topics.models import MemoryItem
 
 CUBE = "trip"
@@ -142,6 +157,29 @@ async def test_a_group_sharing_tags_gets_one_concept(tmp_path: Path) -> None:
     assert [u.node_id for u in events_of(out, MemoryUpdate) if u.action == "added"] == [
         concept.id]
     assert await add_all(deps, nodes) == []
+
+
+async def test_episodes_are_never_reorganized(tmp_path: Path) -> None:
+    """README: episodes are never merged, never in working memory, never reorganized; a fact
+    sharing an episode's words is related to other facts, never to the transcript."""
+    deps = memory_deps(tmp_path)
+    out: list[Outgoing] = []
+    for session, text in (("s1", "I adopted a grey cat called Miso from the Oslo shelter."),
+                          ("s2", "Miso the grey cat sleeps on my bed every night.")):
+        chunk = ConversationChunk(**ME, session_id=session, messages=(
+            Message(id="m1", role="user", name="Caroline", content=text, timestamp=T0),))
+        items = events_of(await extract([record(chunk)], deps), ExtractedMemory)
+        out += await add_memories(records(items), deps)
+    reorganize = events_of(out, ReorganizeEvent)
+    assert len(reorganize) == 2  # one per fact, none for the two episodes
+    for event in reorganize:
+        await on_add(event, deps)
+    cube = await deps.query.export_cube(CUBE)
+    kind = {n.id: n.metadata.memory_type for n in cube.nodes}
+    assert sorted(kind.values()).count("EpisodicMemory") == 2
+    touching = {(kind[e.source], e.type, kind[e.target]) for e in cube.edges}
+    assert touching == {("LongTermMemory", "RELATE_TO", "LongTermMemory"),
+                        ("LongTermMemory", "EXTRACTED_FROM", "EpisodicMemory")}
 
 
 async def test_only_active_long_term_memories_are_reorganized(tmp_path: Path) -> None:

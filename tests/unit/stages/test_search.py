@@ -26,7 +26,7 @@ from topics.events import (
     WriteToken,
 )
 from topics.models import Edge
-from topics.registry import REQUESTS
+from topics.registry import REPLIES, REQUESTS
 
 CUBE = "bob"
 SUBJECTS: dict[str, list[str]] = json.loads(
@@ -111,6 +111,17 @@ async def test_a_search_filter_keeps_only_matching_memories(tmp_path: Path) -> N
     assert got == ["The user is allergic to shellfish."]
     none = await found(deps, "allergies", search_filter={"session_id": "nope"})
     assert none == []
+
+
+async def test_filters_only_the_graph_can_apply_are_applied_too(tmp_path: Path) -> None:
+    """Text and confidence are not in the vector index: the searcher joins with the graph."""
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    await remember(deps, CUBE, "The user's brother plays the cello.", confidence=40.0)
+    assert await found(deps, "music", search_filter={"memory": {"contains": "violin"}}) == [
+        FACTS[1]]
+    assert await found(deps, "music", search_filter={"confidence": {"<": 50}}) == [
+        "The user's brother plays the cello."]
 
 
 async def test_a_working_copy_and_its_memory_count_once(tmp_path: Path) -> None:
@@ -198,6 +209,27 @@ async def test_a_page_is_capped_by_the_page_limit_and_says_so(tmp_path: Path) ->
     page = await result_of(deps, GetAllRequest(**ME))
     assert isinstance(page, NodesResult)
     assert (len(page.nodes), page.total, page.truncated, page.next_offset) == (3, 5, True, 3)
+
+
+async def test_a_page_too_big_for_one_message_is_cut_and_continues(tmp_path: Path) -> None:
+    """No reply exceeds ``limits.event_bytes``; following ``next_offset`` still reads every
+    memory exactly once."""
+    deps = memory_deps(tmp_path, limits={"event_bytes": 4096})
+    texts = [f"Memory {i}: " + "the user likes long walks along the river. " * 8
+             for i in range(12)]
+    await remember(deps, CUBE, *texts)
+    seen: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        request = GetAllRequest(**ME, memory_type="LongTermMemory", offset=offset)
+        reply = reply_of(await answer(raw_request(request), deps, no_wait))
+        assert reply.ok and len(REPLIES.encode(reply)) <= 4096
+        page = reply.result
+        assert isinstance(page, NodesResult) and page.total == 12 and page.nodes
+        assert page.truncated == (page.next_offset is not None)
+        seen += [n.memory for n in page.nodes]
+        offset = page.next_offset
+    assert sorted(seen) == sorted(texts)
 
 
 async def test_get_all_leaves_out_inactive_memories_unless_asked(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""``memstream ui``: a small local web page to browse one cube's memory."""
