@@ -10,10 +10,14 @@ pure functions of the records; ``read_cube_log`` reads them through a consumer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
 
 from topics.events import (
     ConversationChunk,
@@ -22,6 +26,7 @@ from topics.events import (
     MemoryUpdate,
     Message,
 )
+from topics.kafka_compat import mark_latency_sensitive
 from topics.models import MemoryItem
 from topics.registry import (
     CONVERSATIONS,
@@ -38,6 +43,8 @@ from topics.registry import (
 
 if TYPE_CHECKING:
     from topics.client import MemoryClient
+
+log = logging.getLogger("memstream.provenance")
 
 # Where the event behind an update (its ``cause_event_id``) may be found.
 CAUSE_TOPICS: tuple[TopicSpec, ...] = (
@@ -267,51 +274,112 @@ def changes_with_causes(log: CubeLog, updates: Sequence[MemoryUpdate]) -> list[C
 # ------------------------------------------------------------------------- reading the log
 
 
-async def read_updates(client: MemoryClient, cube_id: str | None) -> list[MemoryUpdate]:
-    return [u for u in await _read(client, MEMORY_UPDATES, cube_id)
-            if isinstance(u, MemoryUpdate)]
-
-
-async def _read(client: MemoryClient, spec: TopicSpec, cube_id: str | None) -> list[Event]:
-    out = []
-    async for event in client._follow(spec, cube_id, True, until_end=True):  # noqa: SLF001
-        if isinstance(event, Event):
-            out.append(event)
+async def read_log(client: MemoryClient, specs: Sequence[TopicSpec], cube_id: str | None,
+                   keep: Callable[[bytes], bool] | None = None) -> dict[str, list[Event]]:
+    """Every record of ``specs`` up to their current ends, per topic suffix in partition order,
+    with one consumer. Parsing is what costs (~80 µs a record), so records are skipped before
+    it: another cube's by their key (records are keyed by cube; one keyed otherwise is parsed
+    and checked), and those whose raw bytes ``keep`` rejects. A record that does not decode
+    is skipped with a warning."""
+    names = {spec.name(client.settings): spec for spec in specs}
+    out: dict[str, list[Event]] = {spec.suffix: [] for spec in specs}
+    key = cube_id.encode() if cube_id is not None else None
+    consumer = AIOKafkaConsumer(bootstrap_servers=client.bootstrap, enable_auto_commit=False,
+                                max_partition_fetch_bytes=4 * 1024 * 1024)
+    await consumer.start()
+    mark_latency_sensitive(consumer)  # a caller waits for the answer
+    try:
+        await consumer.topics()  # refreshes metadata
+        tps = [TopicPartition(name, p) for name in names
+               for p in sorted(consumer.partitions_for_topic(name) or ())]
+        if not tps:
+            return out
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        remaining = {tp for tp in tps if ends[tp] > 0}
+        while remaining:
+            batch = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, records in batch.items():
+                spec = names[tp.topic]
+                for record in records:
+                    if record.offset >= ends[tp]:
+                        break
+                    if key is not None and record.key is not None and record.key != key:
+                        continue
+                    if keep is not None and not keep(record.value or b""):
+                        continue
+                    try:
+                        event = spec.decode(record.value or b"")
+                    except ValidationError as exc:
+                        log.warning("skipping undecodable %s record at %d: %s", tp.topic,
+                                    record.offset, exc)
+                        continue
+                    if isinstance(event, Event) and (cube_id is None
+                                                     or event.cube_id == cube_id):
+                        out[spec.suffix].append(event)
+                if await consumer.position(tp) >= ends[tp]:
+                    remaining.discard(tp)
+    finally:
+        await consumer.stop()
     return out
+
+
+async def read_updates(client: MemoryClient, cube_id: str | None) -> list[MemoryUpdate]:
+    found = (await read_log(client, [MEMORY_UPDATES], cube_id))[MEMORY_UPDATES.suffix]
+    return [u for u in found if isinstance(u, MemoryUpdate)]
 
 
 async def read_cube_log(client: MemoryClient, cube_id: str, with_chunks: bool = True) -> CubeLog:
     """The cube's updates, the events that may have caused them, and (``with_chunks``) its
-    conversation chunks."""
-    log = CubeLog(await read_updates(client, cube_id))
+    conversation chunks, read in one pass."""
+    specs = [MEMORY_UPDATES, *CAUSE_TOPICS, *([CONVERSATIONS] if with_chunks else [])]
+    found = await read_log(client, specs, cube_id)
+    log_ = CubeLog([u for u in found[MEMORY_UPDATES.suffix] if isinstance(u, MemoryUpdate)])
     for spec in CAUSE_TOPICS:
-        for event in await _read(client, spec, cube_id):
-            log.events.setdefault(event.event_id, (spec.suffix, event))
-    if with_chunks:
-        for event in await _read(client, CONVERSATIONS, cube_id):
-            if isinstance(event, ConversationChunk):
-                log.chunks.setdefault(event.event_id, event)
-    return log
+        for event in found[spec.suffix]:
+            log_.events.setdefault(event.event_id, (spec.suffix, event))
+    for event in found.get(CONVERSATIONS.suffix, []):
+        if isinstance(event, ConversationChunk):
+            log_.chunks.setdefault(event.event_id, event)
+    return log_
 
 
 async def cube_of(client: MemoryClient, node_id: str, cube_id: str | None) -> str:
     """The cube of a node: given, or the one whose updates name it."""
     if cube_id is not None:
         return cube_id
-    for u in await read_updates(client, None):
-        if _touches(u, node_id):
+    needle = node_id.encode()
+    found = await read_log(client, [MEMORY_UPDATES], None, lambda value: needle in value)
+    for u in found[MEMORY_UPDATES.suffix]:
+        if isinstance(u, MemoryUpdate) and _touches(u, node_id):
             return u.cube_id
     raise NodeNotFound(f"no memory {node_id} in memory.updates")
 
 
 async def memory_history(client: MemoryClient, node_id: str,
                          cube_id: str | None = None) -> list[Change]:
+    """Two passes over the log, each parsing only what may matter: the updates that name the
+    node (or erase the cube), then the events they name as causes."""
+    needle = node_id.encode()
+
+    def names_node(value: bytes) -> bool:
+        return needle in value or b'"deleted"' in value
+
     cube = await cube_of(client, node_id, cube_id)
-    log = await read_cube_log(client, cube, with_chunks=False)
-    changes = node_changes(log.updates, node_id)
+    updates = (await read_log(client, [MEMORY_UPDATES], cube, names_node))[MEMORY_UPDATES.suffix]
+    changes = node_changes([u for u in updates if isinstance(u, MemoryUpdate)], node_id)
     if not changes:
         raise NodeNotFound(f"no memory {node_id} in the log of cube {cube}")
-    return changes_with_causes(log, changes)
+    causes = [c.cause_event_id.encode() for c in changes if c.cause_event_id]
+    log_ = CubeLog(changes)
+    if causes:
+        found = await read_log(client, CAUSE_TOPICS, cube,
+                               lambda value: any(c in value for c in causes))
+        for spec in CAUSE_TOPICS:
+            for event in found[spec.suffix]:
+                log_.events.setdefault(event.event_id, (spec.suffix, event))
+    return changes_with_causes(log_, changes)
 
 
 async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[MemoryItem]:

@@ -13,10 +13,10 @@ from sinks.memory_vectors import InMemoryVectorStore
 from streams.core.lifecycle import EXPIRED_TEXT, FreezeRejected, set_frozen, sweep
 from streams.lifecycle.agent import sweep_events
 from streams.runtime import Deps
-from topics.events import FreezeNodes, LifecycleSweep, MemoryUpdate
+from topics.events import ExtractedMemory, FreezeNodes, LifecycleSweep, MemoryUpdate
 from topics.ids import working_copy_id
-from topics.models import MemoryItem, MemoryMetadata, UsageRecord
-from topics.provenance import fold
+from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
+from topics.provenance import CubeLog, explain_node, fold
 from topics.settings import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -140,3 +140,23 @@ def test_fold_replays_snapshots_in_log_order_up_to_a_time() -> None:
     assert set(fold(log, T0 + timedelta(minutes=4))) == {"a"}
     assert fold(log, T0 + timedelta(minutes=5)) == {}  # the cube was erased
     assert set(fold(log)) == {"b"}
+
+
+def test_explain_follows_inferences_to_their_premises_and_manual_sources() -> None:
+    item = ExtractedMemory(event_id="i1", user_id=CUBE, memory="The user moved to Oslo.",
+                           sources=(SourceRef(kind="manual"),))
+    premise, other = node("p", "The user moved to Oslo."), node("q", "Oslo is cold in winter.")
+    inferred = node("r", "It can be inferred that the user needs a warm coat.",
+                    type="reasoning")
+    added_p = update("added", premise, 1).model_copy(update={"cause_event_id": "i1"})
+    added_r = update("added", inferred, 3).model_copy(update={"edges": (
+        Edge(source="r", target="p", type="INFERRED_FROM"),
+        Edge(source="r", target="q", type="INFERRED_FROM"))})
+    log = CubeLog([added_p, update("added", other, 2), added_r], events={"i1": ("memory.items",
+                                                                               item)})
+    why = explain_node(log, "r")
+    assert [(s.kind, s.source.node_id) for s in why.lineage] == [("inferred", "p"),
+                                                                ("inferred", "q")]
+    assert [(s.kind, s.text) for s in why.lineage[0].source.sources] == [
+        ("manual", "The user moved to Oslo.")]
+    assert [c.update.action for c in explain_node(log, "p").changes] == ["added", "added"]
