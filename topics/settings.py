@@ -138,6 +138,12 @@ class WorkerSettings(BaseModel):
 
     batch_size: int = Field(default=32, ge=1)
     batch_within_s: float = Field(default=0.05, gt=0)  # bounds the wait a lone event adds per stage
+    # The optimizer's less urgent topics (reorganize.normal/.low) are taken this many events at
+    # a time: the longest an urgent event can wait behind work already started.
+    low_priority_batch: int = Field(default=10, ge=1)
+    # How long less urgent work waits for urgent events already in reorganize.high to be
+    # delivered (their partitions' fetching is paused meanwhile).
+    priority_wait_s: float = Field(default=0.5, gt=0)
     commit_interval_s: float = Field(default=0.5, gt=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)

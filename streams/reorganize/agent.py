@@ -2,9 +2,12 @@
 
 Each priority topic has a thin agent that hands its batch to a single processor and
 waits for it before acking (at-least-once). The processor always takes the most
-urgent batch waiting, so a flood of low-priority work delays a high-priority event by
-at most the one batch in progress. These agents are separate consumers from
-ingestion, which they never block. A timer runs structure optimization per period.
+urgent batch waiting. When urgent events wait in the high topic but have not been
+delivered yet, it pauses fetching from the less urgent topics' partitions
+(``consumer.pause``) and takes the urgent batch as soon as it arrives (at most
+``worker.priority_wait_s`` later), then resumes them: a flood of low-priority work delays
+a high-priority event by at most the one batch in progress (``worker.low_priority_batch``
+events). These agents are separate consumers from ingestion, which they never block.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -28,8 +31,7 @@ from topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
 
 log = logging.getLogger("memstream.reorganize")
 PRIORITY = {REORGANIZE_HIGH.suffix: 0, REORGANIZE_NORMAL.suffix: 1, REORGANIZE_LOW.suffix: 2}
-LOW_BATCH = 10  # bounds how long an urgent event can wait behind less urgent work
-HIGH_WAIT_S = 0.5  # how long a less urgent batch waits for pending urgent events to arrive
+Observer = Callable[[ReorganizeEvent], None]
 
 
 class Processor:
@@ -40,22 +42,49 @@ class Processor:
         self.bound, self.deps, self.stats, self.progress = bound, deps, stats, progress
         self.high_next: dict[int, int] = {}  # partition → next high offset handled here
         self.scopes = Scopes()
-        self.handled: list[str] = []  # "op:event_id" in processing order (recent)
+        self.observers: list[Observer] = []  # told of each event handled, in order
         self._queue: asyncio.PriorityQueue[tuple[int, int, Any]] = asyncio.PriorityQueue()
         self._seq = itertools.count()
         self._deferred: set[int] = set()  # lower-priority batches already made to wait once
+        self._high_arrived = asyncio.Event()
+        self._paused: set[Any] = set()  # less urgent partitions not fetched for now
         self._task: asyncio.Task[None] | None = None
-        self._handle = make_batch_handler(STAGE, REORGANIZE_HIGH, self.logic,
-                                          deps.settings.worker, deps.clock, stats,
-                                          deps.settings.limits)
+        # each topic's records decoded (and dead-lettered) as that topic's
+        self._handles = {
+            PRIORITY[spec.suffix]: make_batch_handler(STAGE, spec, self.logic,
+                                                      deps.settings.worker, deps.clock, stats,
+                                                      deps.settings.limits)
+            for spec in (REORGANIZE_HIGH, REORGANIZE_NORMAL, REORGANIZE_LOW)}
 
     async def submit(self, priority: int, raws: Sequence[RawRecord]) -> list[Outgoing]:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="memstream-reorganize")
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._queue.put((priority, next(self._seq), (raws, done)))
+        if priority == 0:
+            self._high_arrived.set()
         await done
         return []
+
+    def _lower_partitions(self) -> set[Any]:
+        settings = self.deps.settings
+        names = {REORGANIZE_NORMAL.name(settings), REORGANIZE_LOW.name(settings)}
+        return {tp for tp in self.bound.app.consumer.assignment() if tp.topic in names}
+
+    def _pause_lower(self) -> None:
+        """Stop fetching less urgent events while urgent ones wait to be delivered."""
+        lower = self._lower_partitions() - self._paused
+        if lower:
+            log.debug("urgent events pending: pausing %d less urgent partitions", len(lower))
+            self.bound.app.consumer.pause_partitions(lower)
+            self._paused |= lower
+
+    def _resume_lower(self) -> None:
+        if self._paused:
+            # only those still assigned: a rebalance forgets pauses of revoked partitions
+            log.debug("urgent events handled: resuming %d partitions", len(self._paused))
+            self.bound.app.consumer.resume_partitions(self._paused & self._lower_partitions())
+            self._paused.clear()
 
     async def _high_waiting(self) -> bool:
         """Whether this worker's high-priority partitions hold events not handled yet
@@ -72,18 +101,24 @@ class Processor:
         return False
 
     async def _run(self) -> None:
+        wait_s = self.deps.settings.worker.priority_wait_s
         while True:
             item = await self._queue.get()
             priority, seq, (raws, done) = item
             if priority > 0 and seq not in self._deferred and await self._high_waiting():
-                # Give the urgent events a moment to be delivered, then take them first.
+                # Urgent events are in the high topic but not here yet: fetch nothing less
+                # urgent meanwhile, and take them first as soon as they are delivered. A batch
+                # waits once, so less urgent work is delayed, never starved.
                 self._deferred.add(seq)
+                self._pause_lower()
+                self._high_arrived.clear()
                 await self._queue.put(item)
-                await asyncio.sleep(HIGH_WAIT_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._high_arrived.wait(), wait_s)
                 continue
             self._deferred.discard(seq)
             try:
-                await self.bound.send(await self._handle(raws))
+                await self.bound.send(await self._handles[priority](raws))
                 if priority == 0:
                     for raw in raws:
                         seen = self.high_next.get(raw.partition, 0)
@@ -93,6 +128,8 @@ class Processor:
             except Exception as exc:  # noqa: BLE001 - the agent logs it and carries on
                 if not done.done():
                     done.set_exception(exc)
+            if self._paused and (priority > 0 or not await self._high_waiting()):
+                self._resume_lower()
 
     async def logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
         deps = self.deps
@@ -110,8 +147,8 @@ class Processor:
                     out += await on_merge(event, deps)
                 case "end":
                     out += await run_scopes(deps, self.scopes, self.scopes.of_cube(event.cube_id))
-            self.handled.append(f"{event.op}:{event.event_id}")
-            del self.handled[:-5000]
+            for observe in self.observers:
+                observe(event)
         return out
 
     async def periodic(self) -> None:
@@ -143,7 +180,8 @@ def register(
         async def hand_over(raws: Sequence[RawRecord], p: int = priority) -> list[Outgoing]:
             return await processor.submit(p, raws)
 
-        size = deps.settings.worker.batch_size if priority == 0 else LOW_BATCH
+        size = deps.settings.worker.batch_size if priority == 0 else \
+            deps.settings.worker.low_priority_batch
         register_batch_agent(bound, spec, f"reorganize-{spec.suffix.split('.')[-1]}",
                              hand_over, stats, size, deps.settings.worker.batch_within_s)
     if deps.settings.reorganize.enabled:

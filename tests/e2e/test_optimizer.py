@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -9,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
-from streams.reorganize.agent import LOW_BATCH, Processor
+from streams.reorganize.agent import Processor
 from streams.worker import Worker
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
@@ -195,7 +197,7 @@ async def test_optimization_groups_sixty_memories_by_subject(unmerged: Pipeline)
 
 
 async def test_a_new_add_overtakes_a_thousand_queued_low_priority_events(
-    pipeline: Pipeline,
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (node_id,) = await tell(pipeline, "busy", TRIP[:1])
     await pipeline.worker.stop()  # queue everything while no worker runs
@@ -204,15 +206,47 @@ async def test_a_new_add_overtakes_a_thousand_queued_low_priority_events(
         await client.publish(REORGANIZE_LOW, ReorganizeEvent(user_id=f"low{i % 7}", op="end"))
     urgent = ReorganizeEvent(user_id="busy", op="add", node_ids=(node_id,))
     token = await client.publish(REORGANIZE_HIGH, urgent)
+    handled: list[str] = []  # every event the new worker's optimizer handles, in order
+    built = Processor.__init__
+
+    def observed(self: Processor, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        self.observers.append(lambda e: handled.append(f"{e.op}:{e.event_id}"))
+
+    monkeypatch.setattr(Processor, "__init__", observed)
     worker = Worker(pipeline.settings, pipeline.bootstrap, pipeline.settings.graph.uri or "")
     await worker.start()
     try:
         await client.wait_applied(token, timeout=60)
-        handled = processor(worker).handled
         position = handled.index(f"add:{urgent.event_id}")
-        assert position <= 2 * LOW_BATCH, f"the add waited behind {position} events"
+        batch = pipeline.settings.worker.low_priority_batch
+        assert position <= 2 * batch, f"the add waited behind {position} events"
     finally:
         await worker.stop()
+
+
+async def test_an_add_published_while_low_priority_work_runs_goes_next(
+    pipeline: Pipeline,
+) -> None:
+    """The urgent event arrives while the optimizer is busy with less urgent events: those
+    topics are paused until it is delivered, so it waits behind at most the batch in progress
+    and the one already taken."""
+    (node_id,) = await tell(pipeline, "busy", TRIP[:1])
+    handled: list[str] = []
+    processor(pipeline).observers.append(lambda e: handled.append(f"{e.op}:{e.event_id}"))
+    client = pipeline.client
+    lows = [ReorganizeEvent(user_id=f"low{i % 7}", op="end") for i in range(3000)]
+    await asyncio.gather(*(client.publish(REORGANIZE_LOW, e) for e in lows))
+    while len(handled) < 50:  # the optimizer is working through them
+        await asyncio.sleep(0.01)
+    urgent = ReorganizeEvent(user_id="busy", op="add", node_ids=(node_id,))
+    token = await client.publish(REORGANIZE_HIGH, urgent)
+    published_at = len(handled)
+    await client.wait_applied(token, timeout=60)
+    waited = handled.index(f"add:{urgent.event_id}") - published_at
+    assert waited < len(lows) - published_at, "the low-priority flood was done first"
+    batch = pipeline.settings.worker.low_priority_batch
+    assert waited <= 3 * batch, f"the add waited behind {waited} events published before it"
 
 
 async def test_replaying_the_reorganize_topic_changes_nothing(unmerged: Pipeline) -> None:
