@@ -277,13 +277,21 @@ def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
 async def enforce_capacity(
     deps: Deps, cube_id: str, user_id: str, memory_type: MemoryType
 ) -> list[Outgoing]:
-    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at),
-    through the store: vectors first, then nodes, retried."""
-    removed = await deps.store.evict_oldest(cube_id, memory_type, capacity_of(deps, memory_type))
+    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at).
+
+    Announced first, deleted after: the deletion (through the store, vectors first, retried)
+    runs once the ``removed`` updates are sent, so a crash in between leaves the items in
+    place and the redelivered input announces and removes them again under the same ids."""
+    capacity = capacity_of(deps, memory_type)
+    removed = await deps.store.over_capacity(cube_id, memory_type, capacity)
     if not removed:
         return []
     now = deps.clock()
-    log.info("cube %s: %s over capacity, removed %d oldest", cube_id, memory_type, len(removed))
+    log.info("cube %s: %s over capacity, removing %d oldest", cube_id, memory_type, len(removed))
+
+    async def delete() -> None:
+        await deps.store.delete(cube_id, removed)
+
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("removed", node_id),
@@ -293,7 +301,7 @@ async def enforce_capacity(
             action="removed",
             stage=STAGE,
             node_id=node_id,
-            reason=f"{memory_type} capacity {capacity_of(deps, memory_type)} exceeded",
-        ))
-        for node_id in removed
+            reason=f"{memory_type} capacity {capacity} exceeded",
+        ), then=delete if i == len(removed) - 1 else None)
+        for i, node_id in enumerate(removed)
     ]
