@@ -188,8 +188,17 @@ def added(node: MemoryItem, base: dict[str, Any]) -> Outgoing:
         node=node, related_ids=related, **base))
 
 
-def merged(merge: Merge, base: dict[str, Any]) -> list[Outgoing]:
+def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
+    """``merged`` and ``archived``, and ``removed`` for the archived node's working copy
+    (``adding``: the node being added, whose copy never existed if it is the one archived).
+
+    The copy's removal is announced whether the merge or an earlier eviction took it out
+    (same id as the eviction's): which of the two happens first depends on how the add
+    stage's input was batched, and the announcements must not."""
     kept, archived = merge.kept.id, merge.archived.id
+    copy = [] if archived == adding else [Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("removed", working_copy_id(archived)), action="removed",
+        node_id=working_copy_id(archived), reason=f"merged into {kept}", **base))]
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("merged", kept, archived), action="merged",
@@ -198,7 +207,7 @@ def merged(merge: Merge, base: dict[str, Any]) -> list[Outgoing]:
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("archived", archived), action="archived",
             node_id=archived, node=merge.archived, related_ids=(kept,),
-            reason=f"merged into {kept}", **base))]
+            reason=f"merged into {kept}", **base)), *copy]
 
 
 async def decide(
@@ -231,7 +240,7 @@ async def decide(
         return [added(node, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     await apply(merge, deps, decided_by=node.id, extra=extra)
-    return merged(merge, base)
+    return merged(merge, base, node.id)
 
 
 async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
@@ -256,7 +265,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
                   relation, reason, reason.endswith(HARD_UPDATE))
     if kept.metadata.status == "activated":
         await finish(merge, deps)
-    return merged(merge, base)
+    return merged(merge, base, node.id)
 
 
 def embed_nodes(deps: Deps) -> EmbedNodes:

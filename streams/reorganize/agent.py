@@ -127,10 +127,13 @@ class Processor:
         if not nodes:
             return []
         at = max(n.metadata.updated_at for n in nodes)
-        boundary = self.scopes.crossed(scope, at, self.deps.settings.reorganize.optimize_interval_s)
+        interval = self.deps.settings.reorganize.optimize_interval_s
+        boundary = self.scopes.crossed(scope, at, interval)
         if boundary is None:
             return []
-        return await run_scopes(self.deps, self.scopes, [scope], boundary)
+        out = await run_scopes(self.deps, self.scopes, [scope], boundary)
+        self.scopes.passed(scope, boundary, interval)
+        return out
 
     async def stop(self) -> None:
         for task in (self._task,):

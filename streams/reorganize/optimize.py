@@ -67,8 +67,11 @@ class Scopes:
         last = self.windows.get(scope)
         if last is not None and window <= last:
             return None
-        self.windows[scope] = window
         return datetime.fromtimestamp(window * interval_s, tz=UTC)
+
+    def passed(self, scope: Scope, boundary: datetime, interval_s: float) -> None:
+        """The run at ``boundary`` is done: only now (a failed run is retried with its event)."""
+        self.windows[scope] = int(boundary.timestamp() // interval_s)
 
 
 def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
