@@ -60,6 +60,15 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
         cause_event_id=event.event_id, **kw))
 
 
+async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
+    """Finish derived nodes an earlier attempt left half-written (a node without its vector):
+    a redelivery finds the node and would otherwise never write its vector."""
+    async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
+        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
+
+    await deps.store.complete(cube, ids, embed)
+
+
 async def _write(deps: Deps, cube: str, edges: Sequence[Edge]) -> None:
     """Write edges (MERGE: idempotent); a self-loop left by two merged ends is not written."""
     if real := [e for e in edges if e.source != e.target]:
@@ -120,6 +129,7 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
              Edge(source=node_id, target=target.id, type="INFERRED_FROM")]
     if (made := await deps.graph.get_node(event.cube_id, node_id)) is not None:
         # made by an earlier delivery: finish it and announce it again (same ids)
+        await complete(deps, event.cube_id, [node_id])
         await deps.graph.add_edges(event.cube_id, edges)
         return [update(event, deps, "added", node=made, edges=edges, reason="inferred")]
     try:
@@ -202,6 +212,8 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list
             written_by=written_by(deps), created_at=md.updated_at, updated_at=md.updated_at))
         vector = (await deps.embedder.embed_passages([existing.memory]))[0].tolist()
         await deps.store.write([(existing, vector)])
+    else:
+        await complete(deps, event.cube_id, [concept_id])
     if existing.metadata.created_at == md.updated_at:
         out.append(update(event, deps, "added", node=existing, reason="aggregate concept"))
     edges = [Edge(source=m.id, target=concept_id, type="AGGREGATE_TO") for m in members]

@@ -29,7 +29,7 @@ from streams.reorganize.clustering import (
     hierarchy,
     language_labels,
 )
-from streams.reorganize.logic import written_by
+from streams.reorganize.logic import complete, written_by
 from streams.runtime import Deps, Outgoing
 from topics.events import MemoryUpdate
 from topics.ids import derived_event_id, stable_id
@@ -112,6 +112,8 @@ async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
     if await deps.graph.get_node(scope[0], parent.id) is None:
         vector = (await deps.embedder.embed_passages([parent.memory]))[0].tolist()
         await deps.store.write([(parent, vector)])
+    else:
+        await complete(deps, scope[0], [parent.id])
     edges = [Edge(source=parent.id, target=c.id, type="PARENT") for c in children]
     await deps.graph.add_edges(scope[0], edges)
     return [_announce(deps, scope, "added", parent), _announce(deps, scope, "linked", None, edges)]
