@@ -31,10 +31,12 @@ async def say(pipeline: Pipeline, cube: str, *texts: str, **fields: Any) -> None
 
 
 async def nodes_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
+    """The cube's facts by status (not the summaries the optimizer derives from them)."""
     out: dict[str, list[MemoryItem]] = {}
     for memory_type in ("LongTermMemory", "UserMemory"):
         for node in await pipeline.deps.graph.all_of_type(cube, memory_type, status=None):
-            out.setdefault(node.metadata.status, []).append(node)
+            if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
+                out.setdefault(node.metadata.status, []).append(node)
     return out
 
 
