@@ -159,6 +159,14 @@ class MemoryStore:
         Vectors go first, then nodes, each retried: a crash in between leaves nodes without
         vectors (never a vector search hit without a node), and the same call again, on the
         redelivered input, picks the same oldest nodes and finishes the job."""
+        victims = await self.over_capacity(cube_id, memory_type, keep)
+        if victims:
+            await self.delete(cube_id, victims)
+        return victims
+
+    async def over_capacity(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
+        """The ids ``evict_oldest`` would delete, oldest last; nothing is deleted (a stage
+        announces the eviction first and deletes once the announcement is sent)."""
         if keep < 0:
             raise StoreError(f"keep must be >= 0, got {keep}")
         counts = await self._retry(f"count of {cube_id}",
@@ -168,9 +176,7 @@ class MemoryStore:
         nodes = await self._retry(f"{memory_type} of {cube_id}",
                                   lambda: self.graph.all_of_type(cube_id, memory_type))
         newest_first = sorted(nodes, key=lambda n: (n.metadata.updated_at, n.id), reverse=True)
-        victims = [n.id for n in newest_first[keep:]]
-        await self.delete(cube_id, victims)
-        return victims
+        return [n.id for n in newest_first[keep:]]
 
     async def complete(self, cube_id: str, ids: Sequence[str], embed: EmbedNodes) -> list[str]:
         """Finish units a crash left half-written; the graph (the source of truth) is not

@@ -24,9 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+import grpc
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
+from sinks.milvus_errors import store_error
 from sinks.milvus_expr import (
     Expression,
     cube_expression,
@@ -123,7 +125,10 @@ class MilvusVectorStore:
 
     def _connect(self) -> MilvusClient:
         if not self._lite:
-            return MilvusClient(uri=self._uri, token=self._token)
+            try:
+                return MilvusClient(uri=self._uri, token=self._token)
+            except (MilvusException, grpc.RpcError) as exc:
+                raise store_error(f"cannot connect to Milvus at {self._uri}", exc) from exc
         Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
         try:
             client = MilvusClient(uri=self._uri)
@@ -250,8 +255,8 @@ class MilvusVectorStore:
             raise StoreError("vector store is closed")
         try:
             return await asyncio.to_thread(getattr(self._client, method), *args, **kwargs)
-        except MilvusException as exc:
-            raise StoreError(f"milvus {method} on {self._collection}: {exc.message}") from exc
+        except (MilvusException, grpc.RpcError) as exc:  # an outage pauses the stage
+            raise store_error(f"milvus {method} on {self._collection}", exc) from exc
 
     def _filter(self, expr: Expression) -> dict[str, Any]:
         if self._templates:

@@ -11,11 +11,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neo4j import AsyncGraphDatabase, AsyncManagedTransaction
-from neo4j.exceptions import DriverError, Neo4jError
+from neo4j.exceptions import (
+    ConnectionAcquisitionTimeoutError,
+    DatabaseUnavailable,
+    DriverError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+)
 
 from sinks import cypher
 from sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
-from sinks.ports import StoreError
+from sinks.ports import StoreError, StoreUnavailable
+
+# A lost or refused connection, a database not (yet) available: outages, not bad events.
+UNREACHABLE = (ServiceUnavailable, SessionExpired, DatabaseUnavailable,
+               ConnectionAcquisitionTimeoutError, OSError)
 
 
 async def _run(tx: AsyncManagedTransaction, query: str, params: Mapping[str, object]) -> list[Row]:
@@ -92,4 +103,6 @@ class Neo4jGraphStore(CypherGraphStore):
 
     def _error(self, query: str, exc: Exception) -> StoreError:
         first_line = query.strip().splitlines()[0] if query.strip() else ""
+        if isinstance(exc, UNREACHABLE):  # an outage: the stage pauses, nothing dead-lettered
+            return StoreUnavailable(f"Neo4j at {self.uri} unreachable ({first_line} ...): {exc}")
         return StoreError(f"Neo4j at {self.uri} failed ({first_line} ...): {exc}")

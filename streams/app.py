@@ -231,6 +231,7 @@ def register_batch_agent(
                     log.exception("%s: batch of %d failed outside the handler", name, len(raws))
                     outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
                 await send_until_sent(bound, name, outgoing, backoff)
+                await after_sent(name, outgoing, backoff)
                 handled = True
             finally:
                 if not handled:
@@ -252,6 +253,29 @@ def hold_unhandled(events: Sequence[EventT[Any]]) -> None:
     """
     for event in events:
         event.message.incref()
+
+
+async def after_sent(name: str, outgoing: Sequence[Outgoing], backoff_s: float) -> None:
+    """The outputs' ``then`` actions, in order, once all of them are sent. While a store is
+    unreachable this pauses; an action that fails otherwise is logged and left to the input
+    that next needs it (an eviction is recomputed, and announced again, by the next add)."""
+    for out in outgoing:
+        if out.then is None:
+            continue
+        pause = Pause(name, backoff_s)
+        while True:
+            try:
+                await out.then()
+                pause.resumed()
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - outage: wait; otherwise: log, go on
+                if is_outage(exc):
+                    await pause.wait(exc)
+                    continue
+                log.exception("%s: the action after %s failed", name, out.event.event_id)
+                break
 
 
 async def send_until_sent(bound: BoundTopics, name: str, outgoing: Sequence[Outgoing],

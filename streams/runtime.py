@@ -128,6 +128,9 @@ class Outgoing:
     key: bytes | None = None  # None: the event's cube id
     topic: str | None = None  # None: the spec's topic (a reply may name its own)
     partition: int | None = None  # None: by key
+    # done once every output of the batch is acknowledged, before its offsets are committed:
+    # an action that must never happen unannounced (an eviction is announced, then done)
+    then: Callable[[], Awaitable[object]] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sinks.ports import Filter
 from streams.core.subjects import different_subjects
 from streams.llm.port import LLMError
 from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, Relation
@@ -27,6 +28,7 @@ from topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 log = logging.getLogger("memstream.merge")
 HARD_UPDATE = "; hard update"
 NOTE_CHARS = 400  # a MERGED_TO edge's reason (relation and the judge's reason) is cut here
+FACTS = (Filter("hierarchy_level", "=", "fact"), Filter("type", "!=", "reasoning"))
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ async def find_conflict(
     """
     cfg = deps.settings.memory
     md = node.metadata
+    # Facts only: summaries and inferences are the optimizer's, written at its own pace, so
+    # judging against them would make the outcome depend on how far the optimizer had got.
     hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(later),
-                                   memory_types=[md.memory_type])
+                                   memory_types=[md.memory_type], filters=FACTS)
     for candidate, score in hits:
         if candidate.id == node.id or candidate.id in later or (
                 candidate.metadata.frozen and frozen is None):

@@ -179,8 +179,17 @@ def added(node: MemoryItem, base: dict[str, Any]) -> Outgoing:
         node=node, related_ids=related, **base))
 
 
-def merged(merge: Merge, base: dict[str, Any]) -> list[Outgoing]:
+def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
+    """``merged`` and ``archived``, and ``removed`` for the archived node's working copy
+    (``adding``: the node being added, whose copy never existed if it is the one archived).
+
+    The copy's removal is announced whether the merge or an earlier eviction took it out
+    (same id as the eviction's): which of the two happens first depends on how the add
+    stage's input was batched, and the announcements must not."""
     kept, archived = merge.kept.id, merge.archived.id
+    copy = [] if archived == adding else [Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("removed", working_copy_id(archived)), action="removed",
+        node_id=working_copy_id(archived), reason=f"merged into {kept}", **base))]
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("merged", kept, archived), action="merged",
@@ -189,7 +198,7 @@ def merged(merge: Merge, base: dict[str, Any]) -> list[Outgoing]:
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("archived", archived), action="archived",
             node_id=archived, node=merge.archived, related_ids=(kept,),
-            reason=f"merged into {kept}", **base))]
+            reason=f"merged into {kept}", **base)), *copy]
 
 
 async def decide(
@@ -225,7 +234,7 @@ async def decide(
         return [*refusals, added(node, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     await apply(merge, deps, decided_by=node.id, extra=extra)
-    return [*refusals, *merged(merge, base)]
+    return [*refusals, *merged(merge, base, node.id)]
 
 
 async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
@@ -250,7 +259,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
                   relation, reason, reason.endswith(HARD_UPDATE))
     if kept.metadata.status == "activated":
         await finish(merge, deps)
-    return merged(merge, base)
+    return merged(merge, base, node.id)
 
 
 def embed_nodes(deps: Deps) -> EmbedNodes:
@@ -271,13 +280,21 @@ def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
 async def enforce_capacity(
     deps: Deps, cube_id: str, user_id: str, memory_type: MemoryType
 ) -> list[Outgoing]:
-    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at),
-    through the store: vectors first, then nodes, retried."""
-    removed = await deps.store.evict_oldest(cube_id, memory_type, capacity_of(deps, memory_type))
+    """Remove the oldest activated items of a type beyond its capacity (FIFO by updated_at).
+
+    Announced first, deleted after: the deletion (through the store, vectors first, retried)
+    runs once the ``removed`` updates are sent, so a crash in between leaves the items in
+    place and the redelivered input announces and removes them again under the same ids."""
+    capacity = capacity_of(deps, memory_type)
+    removed = await deps.store.over_capacity(cube_id, memory_type, capacity)
     if not removed:
         return []
     now = deps.clock()
-    log.info("cube %s: %s over capacity, removed %d oldest", cube_id, memory_type, len(removed))
+    log.info("cube %s: %s over capacity, removing %d oldest", cube_id, memory_type, len(removed))
+
+    async def delete() -> None:
+        await deps.store.delete(cube_id, removed)
+
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("removed", node_id),
@@ -287,7 +304,7 @@ async def enforce_capacity(
             action="removed",
             stage=STAGE,
             node_id=node_id,
-            reason=f"{memory_type} capacity {capacity_of(deps, memory_type)} exceeded",
-        ))
-        for node_id in removed
+            reason=f"{memory_type} capacity {capacity} exceeded",
+        ), then=delete if i == len(removed) - 1 else None)
+        for i, node_id in enumerate(removed)
     ]

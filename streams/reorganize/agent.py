@@ -22,6 +22,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from streams.app import BoundTopics, register_batch_agent
+from streams.reorganize.asof import FACT_TYPES
 from streams.reorganize.logic import STAGE, on_add, on_merge, on_remove
 from streams.reorganize.optimize import Scopes, run_scopes
 from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
@@ -138,28 +139,38 @@ class Processor:
             event: ReorganizeEvent = record.value
             match event.op:
                 case "add":
+                    out += await self.windows(event)
                     out += await on_add(event, deps)
-                    if event.memory_type is not None:
-                        self.scopes.mark((event.cube_id, event.user_id, event.memory_type))
                 case "remove":
                     out += await on_remove(event, deps)
                 case "merge":
                     out += await on_merge(event, deps)
-                case "end":
-                    out += await run_scopes(deps, self.scopes, self.scopes.of_cube(event.cube_id))
+                case "end":  # everything the log added before the end, whatever ran before
+                    out += await run_scopes(deps, self.scopes, [
+                        (event.cube_id, event.user_id, t) for t in FACT_TYPES],
+                        event.occurred_at)
             for observe in self.observers:
                 observe(event)
         return out
 
-    async def periodic(self) -> None:
-        """Optimize the scopes that received nodes since their last run, every period."""
-        while True:
-            await asyncio.sleep(self.deps.settings.reorganize.optimize_interval_s)
-            try:
-                await self.bound.send(await run_scopes(self.deps, self.scopes,
-                                                       sorted(self.scopes.dirty)))
-            except Exception:  # noqa: BLE001 - next period tries again
-                log.exception("periodic optimization failed")
+    async def windows(self, event: ReorganizeEvent) -> list[Outgoing]:
+        """Structure optimization every ``optimize_interval_s`` of the log's event time: when a
+        scope's adds enter a new window, the scope is optimized as of the window's start."""
+        if event.memory_type is None or not self.deps.settings.reorganize.enabled:
+            return []
+        scope = (event.cube_id, event.user_id, event.memory_type)
+        self.scopes.mark(scope)
+        nodes = await self.deps.query.get_nodes(event.cube_id, event.node_ids)
+        if not nodes:
+            return []
+        at = max(n.metadata.updated_at for n in nodes)
+        interval = self.deps.settings.reorganize.optimize_interval_s
+        boundary = self.scopes.crossed(scope, at, interval)
+        if boundary is None:
+            return []
+        out = await run_scopes(self.deps, self.scopes, [scope], boundary)
+        self.scopes.passed(scope, boundary, interval)
+        return out
 
     async def stop(self) -> None:
         for task in (self._task,):
@@ -184,6 +195,4 @@ def register(
             deps.settings.worker.low_priority_batch
         register_batch_agent(bound, spec, f"reorganize-{spec.suffix.split('.')[-1]}",
                              hand_over, stats, size, deps.settings.worker.batch_within_s)
-    if deps.settings.reorganize.enabled:
-        bound.app.task(processor.periodic)
     return stats, processor

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sinks.ports import Filter
 from streams.core.lifecycle import refused
 from streams.core.merge import apply, resolve
 from streams.llm.port import LLMError
@@ -28,6 +27,7 @@ from streams.prompts.relations import (
     RelationNode,
     resolved_direction,
 )
+from streams.reorganize import asof
 from streams.reorganize.clustering import centrality
 from streams.runtime import Deps, Outgoing
 from topics.events import MemoryUpdate, ReorganizeEvent
@@ -59,39 +59,43 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
         cause_event_id=event.event_id, **kw))
 
 
-async def _new_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> list[Edge]:
-    """Edges not in the graph yet, written now (so only real changes are announced)."""
-    fresh = await deps.query.missing_edges(cube, edges)
-    if fresh:
-        await deps.store.add_edges(cube, fresh)
-    return fresh
+async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
+    """Finish derived nodes an earlier attempt left half-written (a node without its vector):
+    a redelivery finds the node and would otherwise never write its vector."""
+    async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
+        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
+
+    await deps.store.complete(cube, ids, embed)
 
 
-async def neighbours(deps: Deps, node: MemoryItem) -> list[MemoryItem]:
-    """Bounded candidates for relation detection: tag overlap first, then vector neighbours."""
-    cube, limit = node.metadata.cube_id, deps.settings.reorganize.neighbors_per_node
-    found: dict[str, MemoryItem] = {}
-    if node.metadata.tags:
-        for hit in await deps.query.neighbors_by_tags(cube, node.metadata.tags, 1, [node.id],
-                                                      limit):
-            found.setdefault(hit.node.id, hit.node)
-    records = await deps.query.vectors(cube, [node.id])
-    if records:
-        hits = await deps.store.search(cube, records[0].vector, limit + 1,
-                                       memory_types=["LongTermMemory", "UserMemory"])
-        for item, _ in hits:
-            if item.id != node.id:
-                found.setdefault(item.id, item)
-    # only facts relate to facts: summaries and inferences are derived from them
-    facts = [n for n in found.values()
-             if n.metadata.hierarchy_level == "fact" and n.metadata.type != "reasoning"]
-    return facts[: limit * 2]
+async def _write(deps: Deps, cube: str, edges: Sequence[Edge]) -> None:
+    """Write edges (MERGE: idempotent); a self-loop left by two merged ends is not written."""
+    if real := [e for e in edges if e.source != e.target]:
+        await deps.store.add_edges(cube, real)
 
 
-async def relate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[Outgoing]:
+def _moved(edge: Edge, holders: dict[str, str]) -> Edge:
+    """``edge`` on the nodes that hold its ends' edges now (a merge moved them there)."""
+    return edge.model_copy(update={"source": holders.get(edge.source, edge.source),
+                                   "target": holders.get(edge.target, edge.target)})
+
+
+async def neighbours(deps: Deps, node: MemoryItem) -> list[asof.Live]:
+    """Bounded candidates for relation detection: earlier live facts by tag overlap first,
+    then by vector (see ``asof``: never a fact the log has not reached yet)."""
+    limit = deps.settings.reorganize.neighbors_per_node
+    found: dict[str, asof.Live] = {}
+    for live in [*await asof.tag_neighbours(deps, node, node.metadata.tags, 1, limit),
+                 *await asof.vector_neighbours(deps, node, limit)]:
+        found.setdefault(live.node.id, live)
+    return list(found.values())[: limit * 2]
+
+
+async def relate(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list[Outgoing]:
     out: list[Outgoing] = []
-    cube = event.cube_id
-    for neighbour in await neighbours(deps, node):
+    cube, node = event.cube_id, this.node
+    for other in await neighbours(deps, node):
+        neighbour = other.node
         # A pair is always shown in time order, so its verdict does not depend on which of
         # the two events happens to be processed (or replayed) second.
         old, new = sorted((node, neighbour), key=lambda n: (n.metadata.created_at, n.id))
@@ -107,8 +111,10 @@ async def relate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[O
         source, target = (old, new) if direction == "old_to_new" else (new, old)
         edge = Edge(source=source.id, target=target.id, type=EDGE_OF[verdict.relation],
                     reason=verdict.reason[:200])
-        if fresh := await _new_edges(deps, cube, [edge]):
-            out.append(update(event, deps, "linked", edges=fresh, reason=verdict.reason[:200]))
+        await _write(deps, cube, [_moved(edge, {node.id: this.holder,
+                                                neighbour.id: other.holder})])
+        # announced as decided (every time: the same id, so a redelivery dedupes)
+        out.append(update(event, deps, "linked", edges=[edge], reason=verdict.reason[:200]))
         if (pair := InferenceContext.from_relation(ctx, verdict)) is not None:
             out.extend(await infer(event, deps, pair, source, target))
     return out
@@ -118,8 +124,13 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
                 source: MemoryItem, target: MemoryItem) -> list[Outgoing]:
     """One inferred fact for a CAUSE/CONDITION pair, as a reasoning node (or nothing)."""
     node_id = stable_id("inferred", event.cube_id, source.id, target.id)
-    if await deps.query.get_node(event.cube_id, node_id) is not None:
-        return []
+    edges = [Edge(source=node_id, target=source.id, type="INFERRED_FROM"),
+             Edge(source=node_id, target=target.id, type="INFERRED_FROM")]
+    if (made := await deps.query.get_node(event.cube_id, node_id)) is not None:
+        # made by an earlier delivery: finish it and announce it again (same ids)
+        await complete(deps, event.cube_id, [node_id])
+        await deps.store.add_edges(event.cube_id, edges)
+        return [update(event, deps, "added", node=made, edges=edges, reason="inferred")]
     try:
         fact = novel_fact(pair, await deps.llm.run(INFERENCE, pair))
     except LLMError as exc:
@@ -139,28 +150,20 @@ async def infer(event: ReorganizeEvent, deps: Deps, pair: InferenceContext,
         updated_at=max(source.metadata.updated_at, md.updated_at)))
     vector = (await deps.embedder.embed_passages([node.memory]))[0].tolist()
     await deps.store.write([(node, vector)])
-    edges = [Edge(source=node_id, target=source.id, type="INFERRED_FROM"),
-             Edge(source=node_id, target=target.id, type="INFERRED_FROM")]
     await deps.store.add_edges(event.cube_id, edges)
     return [update(event, deps, "added", node=node, edges=edges, reason="inferred")]
 
 
-async def follows(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[Outgoing]:
-    """Link the session's activated long-term nodes in time order (FOLLOWS: earlier → later)."""
-    session = node.metadata.session_id
-    if not session:
+async def follows(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list[Outgoing]:
+    """``FOLLOWS`` from the session's latest earlier fact to this one (time order)."""
+    before = await asof.predecessor(deps, this.node)
+    if before is None:
         return []
-    nodes = await deps.query.find_nodes(event.cube_id, [
-        Filter("session_id", "=", session), Filter("status", "=", "activated"),
-        Filter("memory_type", "in", ["LongTermMemory", "UserMemory"]),
-        Filter("type", "!=", "reasoning"), Filter("hierarchy_level", "=", "fact")])
-    ordered = sorted(nodes, key=lambda n: (n.metadata.created_at, n.id))
-    pairs = [Edge(source=a.id, target=b.id, type="FOLLOWS")
-             for a, b in zip(ordered, ordered[1:], strict=False)
-             if node.id in (a.id, b.id)]
-    if fresh := await _new_edges(deps, event.cube_id, pairs):
-        return [update(event, deps, "linked", edges=fresh, reason=f"session {session} order")]
-    return []
+    edge = Edge(source=before.node.id, target=this.node.id, type="FOLLOWS")
+    await _write(deps, event.cube_id, [_moved(edge, {edge.source: before.holder,
+                                                     edge.target: this.holder})])
+    return [update(event, deps, "linked", edges=[edge],
+                   reason=f"session {this.node.metadata.session_id} order")]
 
 
 async def _centrality(deps: Deps, cube: str, members: Sequence[MemoryItem]) -> list[float] | None:
@@ -172,19 +175,25 @@ async def _centrality(deps: Deps, cube: str, members: Sequence[MemoryItem]) -> l
     return centrality(rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12))
 
 
-async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> list[Outgoing]:
+async def aggregate(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list[Outgoing]:
     """A concept node over a group sharing non-generic tags, when the judge finds it worth it."""
+    node = this.node
     tags = [t for t in node.metadata.tags if not is_generic(t)]
     if len(tags) < 2:
         return []
-    hits = await deps.query.neighbors_by_tags(event.cube_id, tags, 2, [node.id], 10)
-    members = [node, *(h.node for h in hits if h.node.metadata.hierarchy_level == "fact")]
+    earlier = await asof.tag_neighbours(deps, node, tags, 2, 10)
+    members = [node, *(lv.node for lv in earlier)]
     if len(members) < 3:
         return []
+    holders = {node.id: this.holder, **{lv.node.id: lv.holder for lv in earlier}}
     shared = sorted(set(tags).intersection(*(set(m.metadata.tags) for m in members[1:])))
     concept_id = stable_id("aggregate", event.cube_id, *sorted(shared or tags))
     existing = await deps.query.get_node(event.cube_id, concept_id)
-    if existing is None:
+    md = node.metadata
+    out: list[Outgoing] = []
+    # A concept records the position of the fact that made it (``created_at``): one made
+    # here, by an earlier delivery, is announced again; one made before is joined.
+    if existing is None or existing.metadata.created_at > md.updated_at:
         try:
             answer = await deps.llm.run(AGGREGATE, AggregateContext(
                 members=[MemberNote.of(m) for m in members], shared_tags=shared or tags,
@@ -194,7 +203,7 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> lis
             return []
         if not answer.create or not answer.value:
             return []
-        md = node.metadata
+    if existing is None:
         existing = MemoryItem(id=concept_id, memory=answer.value, metadata=MemoryMetadata(
             user_id=md.user_id, cube_id=md.cube_id, memory_type=md.memory_type, type="topic",
             key=answer.key or ", ".join(shared), tags=tuple(answer.tags or shared),
@@ -202,23 +211,30 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, node: MemoryItem) -> lis
             written_by=written_by(deps), created_at=md.updated_at, updated_at=md.updated_at))
         vector = (await deps.embedder.embed_passages([existing.memory]))[0].tolist()
         await deps.store.write([(existing, vector)])
-        out = [update(event, deps, "added", node=existing, reason="aggregate concept")]
     else:
-        out = []
+        await complete(deps, event.cube_id, [concept_id])
+    if existing.metadata.created_at == md.updated_at:
+        out.append(update(event, deps, "added", node=existing, reason="aggregate concept"))
     edges = [Edge(source=m.id, target=concept_id, type="AGGREGATE_TO") for m in members]
-    if fresh := await _new_edges(deps, event.cube_id, edges):
-        out.append(update(event, deps, "linked", edges=fresh, reason="aggregate"))
+    await _write(deps, event.cube_id, [_moved(e, holders) for e in edges])
+    out.append(update(event, deps, "linked", edges=edges, reason="aggregate"))
     return out
 
 
 async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
+    """Each node as it was when the log added it (it may have been merged since)."""
     out: list[Outgoing] = []
     for node in await deps.query.get_nodes(event.cube_id, event.node_ids):
-        if node.metadata.status != "activated" or node.metadata.memory_type == "WorkingMemory":
+        if node.metadata.memory_type == "WorkingMemory" or node.metadata.type == "reasoning" \
+                or node.metadata.hierarchy_level != "fact":
             continue
-        out += await relate(event, deps, node)
-        out += await follows(event, deps, node)
-        out += await aggregate(event, deps, node)
+        this = await asof.live_at(deps, event.cube_id, node, asof.position(node),
+                                  strictly_before=False)
+        if this is None:
+            continue
+        out += await relate(event, deps, this)
+        out += await follows(event, deps, this)
+        out += await aggregate(event, deps, this)
     return out
 
 

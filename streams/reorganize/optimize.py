@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from streams.llm.port import LLMError
 from streams.prompts.members import MemberNote
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from streams.reorganize import asof
 from streams.reorganize.clustering import (
     FloatArray,
     centrality,
@@ -27,7 +29,7 @@ from streams.reorganize.clustering import (
     hierarchy,
     language_labels,
 )
-from streams.reorganize.logic import written_by
+from streams.reorganize.logic import complete, written_by
 from streams.runtime import Deps, Outgoing
 from topics.events import MemoryUpdate
 from topics.ids import derived_event_id, stable_id
@@ -41,17 +43,35 @@ Scope = tuple[str, str, StoredMemoryType]  # (cube, user, memory type)
 
 @dataclass
 class Scopes:
-    """Which scopes have new nodes, and which are being optimized right now."""
+    """Which scopes have new nodes, which are being optimized right now, and the last window
+    of event time each scope's adds reached (``window``)."""
 
     dirty: set[Scope] = field(default_factory=set)
     running: set[Scope] = field(default_factory=set)
     runs: int = 0
+    windows: dict[Scope, int] = field(default_factory=dict)
 
     def mark(self, scope: Scope) -> None:
         self.dirty.add(scope)
 
     def of_cube(self, cube_id: str) -> list[Scope]:
         return sorted(s for s in self.dirty if s[0] == cube_id)
+
+    def crossed(self, scope: Scope, at: datetime, interval_s: float) -> datetime | None:
+        """The start of ``at``'s window of event time if the scope's adds just entered it.
+
+        Runs are placed by the log, not the wall clock, so every run of the same input makes
+        them at the same points; after a restart the first add runs its window's boundary
+        again, which changes nothing (a run as of a position is a function of the log)."""
+        window = int(at.timestamp() // interval_s)
+        last = self.windows.get(scope)
+        if last is not None and window <= last:
+            return None
+        return datetime.fromtimestamp(window * interval_s, tz=UTC)
+
+    def passed(self, scope: Scope, boundary: datetime, interval_s: float) -> None:
+        """The run at ``boundary`` is done: only now (a failed run is retried with its event)."""
+        self.windows[scope] = int(boundary.timestamp() // interval_s)
 
 
 def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
@@ -65,7 +85,8 @@ def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
 
 
 async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
-                   level: Literal["topic", "concept"], vectors: FloatArray) -> MemoryItem | None:
+                   level: Literal["topic", "concept"], vectors: FloatArray,
+                   at: datetime) -> MemoryItem | None:
     node_id = stable_id("summary", scope[0], level, *sorted(m.id for m in members))
     if (existing := await deps.query.get_node(scope[0], node_id)) is not None:
         return existing
@@ -76,7 +97,7 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
     except LLMError as exc:
         log.warning("summary of %d nodes failed: %s", len(members), exc)
         return None
-    stamp = max(m.metadata.updated_at for m in members)
+    stamp = at  # the position of the run: later runs know this parent is older than them
     return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(
         user_id=scope[1], cube_id=scope[0], memory_type=scope[2], type="topic",
         key=answer.key, tags=tuple(answer.tags), hierarchy_level=level,
@@ -86,24 +107,23 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
 
 async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
                       children: Sequence[MemoryItem]) -> list[Outgoing]:
-    out: list[Outgoing] = []
+    """Write a summary and its ``PARENT`` edges (idempotent) and announce both, every time:
+    a re-run announces under the same ids, so an announcement lost in a crash is made."""
     if await deps.query.get_node(scope[0], parent.id) is None:
         vector = (await deps.embedder.embed_passages([parent.memory]))[0].tolist()
         await deps.store.write([(parent, vector)])
-        out.append(_announce(deps, scope, "added", parent))
+    else:
+        await complete(deps, scope[0], [parent.id])
     edges = [Edge(source=parent.id, target=c.id, type="PARENT") for c in children]
-    fresh = await deps.query.missing_edges(scope[0], edges)
-    if fresh:
-        await deps.store.add_edges(scope[0], fresh)
-        out.append(_announce(deps, scope, "linked", None, fresh))
-    return out
+    await deps.store.add_edges(scope[0], edges)
+    return [_announce(deps, scope, "added", parent), _announce(deps, scope, "linked", None, edges)]
 
 
-async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
-    """One optimization run over a scope's parentless activated facts."""
+async def optimize_scope(deps: Deps, scope: Scope, at: datetime) -> list[Outgoing]:
+    """One optimization run over a scope's parentless facts as of ``at`` (a position in the
+    log's event time: the facts before it, with the status and parents they had then)."""
     cube, _, memory_type = scope
-    candidates = [n for n in await deps.query.optimization_candidates(cube, memory_type)
-                  if n.metadata.hierarchy_level == "fact" and n.metadata.type != "reasoning"]
+    candidates = await asof.optimization_candidates(deps, cube, memory_type, (at, ""))
     records = {r.id: r for r in await deps.query.vectors(cube, [n.id for n in candidates])}
     rows = [n for n in candidates if n.id in records]
     if len(rows) < 2:
@@ -118,7 +138,7 @@ async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
     centroids = [centroid_of(vectors[members]) for members in tree.concepts]
     for members in tree.concepts:
         children = [rows[i] for i in members]
-        concept = await _summary(deps, scope, children, "concept", vectors[members])
+        concept = await _summary(deps, scope, children, "concept", vectors[members], at)
         concepts.append(concept)
         if concept is not None:
             out += await _write_tree(deps, scope, concept, children)
@@ -126,27 +146,25 @@ async def optimize_scope(deps: Deps, scope: Scope) -> list[Outgoing]:
         present = [i for i in group if concepts[i] is not None]
         children = [c for c in (concepts[i] for i in present) if c is not None]
         if len(children) >= 2 and (topic := await _summary(
-                deps, scope, children, "topic", np.stack([centroids[i] for i in present]))):
+                deps, scope, children, "topic", np.stack([centroids[i] for i in present]), at)):
             out += await _write_tree(deps, scope, topic, children)
     log.info("optimized %s/%s: %d candidates, %d concepts, %d topics", cube, memory_type,
              len(rows), len(tree.concepts), len(tree.topics))
     return out
 
 
-async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope]) -> list[Outgoing]:
-    """Optimize the given dirty scopes, skipping any that is already running."""
+async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope],
+                     at: datetime) -> list[Outgoing]:
+    """Optimize the given scopes as of ``at``, skipping any that is already running."""
     out: list[Outgoing] = []
     for scope in which:
-        if scope in scopes.running or scope not in scopes.dirty:
+        if scope in scopes.running:
             continue
         scopes.dirty.discard(scope)
         scopes.running.add(scope)
-        try:
-            out += await optimize_scope(deps, scope)
+        try:  # a failure fails the event that placed the run: it is retried, never skipped
+            out += await optimize_scope(deps, scope, at)
             scopes.runs += 1
-        except Exception:  # noqa: BLE001 - the scope stays dirty and is retried next period
-            log.exception("optimization of %s failed", scope)
-            scopes.dirty.add(scope)
         finally:
             scopes.running.discard(scope)
     return out

@@ -30,9 +30,11 @@ def distinct_facts(seed: int = 3) -> list[str]:
 
 
 async def by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
+    """The cube's facts by status (not the summaries the optimizer derives from them)."""
     out: dict[str, list[MemoryItem]] = {}
     for node in await pipeline.deps.store.graph.all_of_type(cube, "LongTermMemory", status=None):
-        out.setdefault(node.metadata.status, []).append(node)
+        if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
+            out.setdefault(node.metadata.status, []).append(node)
     return out
 
 

@@ -179,6 +179,16 @@ def records(events: Iterable[E]) -> list[Record[E]]:
     return [record(e) for e in events]
 
 
+async def sent(out: Sequence[Outgoing]) -> list[Outgoing]:
+    """``out`` as published: each output's ``then`` action (e.g. an eviction, done only once
+    it is announced) run in order once all are sent, as the stage runtime does."""
+    for one in out:
+        action = getattr(one, "then", None)
+        if action is not None:
+            await action()
+    return list(out)
+
+
 def events_of(out: Iterable[Outgoing], kind: type[E]) -> list[E]:
     """The published events of one type, in order."""
     return [o.event for o in out if isinstance(o.event, kind)]

@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from streams.core.retrieval import search
 from streams.extraction.logic import extract
-from tests.support.doubles import ManualClock, events_of, memory_deps, record
-from topics.events import ConversationChunk, Document, ExtractedMemory, Message
+from streams.memory.logic import add_memories
+from tests.support.doubles import ManualClock, events_of, memory_deps, record, records
+from topics.events import (
+    ConversationChunk,
+    Document,
+    ExtractedMemory,
+    Message,
+    SearchRequest,
+)
 
 T = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
 
@@ -105,3 +113,16 @@ async def test_a_document_is_split_and_each_memory_points_at_its_piece(tmp_path:
     # the same document again: the same ids
     again = events_of(await extract([record(doc)], deps), ExtractedMemory)
     assert [i.id for i in again] == [i.id for i in items]
+
+
+async def test_what_the_user_said_is_found_after_extraction_and_add(tmp_path: Path) -> None:
+    """The logic chain without a broker: chunk -> extraction -> add stage -> search."""
+    deps = memory_deps(tmp_path)
+    items = events_of(await extract([record(CHUNK)], deps), ExtractedMemory)
+    await add_memories(records(items), deps)
+    found, _ = await search(SearchRequest(user_id="alice", cube_id="alice",
+                                          query="What pet does she have?", top_k=3), deps)
+    texts = [s.item.memory for s in found]
+    assert texts and any("grey cat called Miso" in t for t in texts), texts
+    # the fact and the episode it came from may both answer; never a working copy twice
+    assert len({s.item.metadata.origin_id or s.item.id for s in found}) == len(found)

@@ -11,7 +11,7 @@ from streams.llm.port import LLMError
 from streams.memory.logic import add_memories
 from streams.prompts.fusion import FUSION
 from streams.runtime import Deps, Outgoing
-from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records
+from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records, sent
 from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from topics.ids import working_copy_id
 from topics.models import MemoryItem, SourceRef
@@ -29,7 +29,7 @@ async def add(deps: Deps, *items: ExtractedMemory) -> list[Outgoing]:
     """Each item as its own batch, in order (as a lone event arrives)."""
     out: list[Outgoing] = []
     for one in items:
-        out += await add_memories([record(one)], deps)
+        out += await sent(await add_memories([record(one)], deps))
     return out
 
 
@@ -70,7 +70,7 @@ async def test_one_added_update_per_memory_of_a_batch(tmp_path: Path) -> None:
     batch = [item("The user is allergic to peanuts."),
              item("The user's sister plays the violin.", index=1),
              item("The user works as a nurse in Oslo.", index=2)]
-    out = await add_memories(records(batch), deps)
+    out = await sent(await add_memories(records(batch), deps))
     added = updates(out, "added")
     assert len(added) == 3 and len({u.node_id for u in added}) == 3
     assert {n.id for n in await stored(deps)} == {u.node_id for u in added}
@@ -93,7 +93,7 @@ async def test_a_redelivered_memory_announces_the_same_and_adds_no_node(tmp_path
 async def test_the_same_item_twice_in_one_batch_is_one_node(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     one = item("The user is allergic to peanuts.")
-    out = await add_memories([record(one), record(one)], deps)
+    out = await sent(await add_memories([record(one), record(one)], deps))
     assert len(await stored(deps)) == 1 and len(updates(out, "added")) == 1
 
 
@@ -192,7 +192,7 @@ async def test_an_episode_is_stored_apart_and_linked_to_its_memories(tmp_path: P
                    id="episode-1", memory_type="EpisodicMemory", type="event")
     fact = item("I adopted a grey cat called Miso.", id="fact-1",
                 sources=(SourceRef(kind="memory", memory_id="episode-1"),))
-    out = await add_memories(records([episode, fact]), deps)
+    out = await sent(await add_memories(records([episode, fact]), deps))
     assert [n.id for n in await stored(deps, "EpisodicMemory")] == ["episode-1"]
     working = await stored(deps, "WorkingMemory")
     assert [w.metadata.origin_id for w in working] == ["fact-1"]  # no transcript in it

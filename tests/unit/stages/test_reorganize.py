@@ -36,6 +36,7 @@ from topics.models import MemoryItem
 CUBE = "trip"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 T0 = datetime(2026, 4, 2, 8, tzinfo=UTC)
+AFTER = T0 + timedelta(days=1)  # an optimizer run's position in event time
 TRIP = [
     ("The user booked a flight to Berlin for the client meeting.", ("flight", "berlin", "client")),
     ("The user's flight to Berlin was delayed by three hours.", ("flight", "berlin", "delay")),
@@ -107,7 +108,9 @@ async def test_memories_without_a_session_are_not_ordered(tmp_path: Path) -> Non
     assert linked(out, "FOLLOWS") == []
 
 
-async def test_a_replayed_add_changes_nothing_and_announces_nothing(tmp_path: Path) -> None:
+async def test_a_replayed_add_changes_nothing_and_announces_the_same(tmp_path: Path) -> None:
+    """A redelivery writes nothing new and announces again under the same ids (a consumer
+    dedupes; an announcement lost in a crash is made)."""
     deps = memory_deps(tmp_path)
     nodes = await tell(deps, TRIP)
     first = await add_all(deps, nodes)
@@ -116,8 +119,8 @@ async def test_a_replayed_add_changes_nothing_and_announces_nothing(tmp_path: Pa
     again = await add_all(deps, nodes)
     after = await deps.query.export_cube(CUBE)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    assert len(after.nodes) == len(before.nodes)
-    assert again == []
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert [o.event.event_id for o in again] == [o.event.event_id for o in first]
 
 
 async def test_a_model_inference_becomes_a_reasoning_node_once(tmp_path: Path) -> None:
@@ -135,8 +138,11 @@ async def test_a_model_inference_becomes_a_reasoning_node_once(tmp_path: Path) -
     assert await deps.query.edge_exists(CUBE, node.id, missed.id, "INFERRED_FROM")
     assert await deps.query.vectors(CUBE, [node.id])  # searchable
     calls = llm.calls.count(INFERENCE.name)
-    assert await add_all(deps, [delay, missed]) == []
+    again = await add_all(deps, [delay, missed])
     assert llm.calls.count(INFERENCE.name) == calls  # not asked again
+    assert [o.event.event_id for o in again] == [o.event.event_id for o in out]
+    assert [n.id for n in await deps.query.all_of_type(CUBE, "LongTermMemory")
+            if n.metadata.type == "reasoning"] == [node.id]
 
 
 async def test_a_group_sharing_tags_gets_one_concept(tmp_path: Path) -> None:
@@ -156,7 +162,10 @@ async def test_a_group_sharing_tags_gets_one_concept(tmp_path: Path) -> None:
         assert await deps.query.edge_exists(CUBE, node.id, concept.id, "AGGREGATE_TO")
     assert [u.node_id for u in events_of(out, MemoryUpdate) if u.action == "added"] == [
         concept.id]
-    assert await add_all(deps, nodes) == []
+    again = await add_all(deps, nodes)  # a redelivery: the same concept, the same ids
+    assert [o.event.event_id for o in again] == [o.event.event_id for o in out]
+    assert len([n for n in await deps.query.all_of_type(CUBE, "LongTermMemory")
+                if n.metadata.hierarchy_level == "concept"]) == 1
 
 
 async def test_episodes_are_never_reorganized(tmp_path: Path) -> None:
@@ -247,7 +256,7 @@ async def test_optimization_groups_memories_by_subject_under_concepts(tmp_path: 
             subject_of[text] = subject
     await remember(deps, CUBE, *subject_of, at=T0)
     scope: Scope = (CUBE, CUBE, "LongTermMemory")
-    out = await optimize_scope(deps, scope)
+    out = await optimize_scope(deps, scope, AFTER)
     nodes = await deps.query.all_of_type(CUBE, "LongTermMemory")
     concepts = [n for n in nodes if n.metadata.hierarchy_level == "concept"]
     assert concepts
@@ -263,22 +272,32 @@ async def test_optimization_groups_memories_by_subject_under_concepts(tmp_path: 
     assert majority / members_total >= 0.9  # purity over all concepts
     announced = {u.node_id for u in events_of(out, MemoryUpdate) if u.action == "added"}
     assert {c.id for c in concepts} <= announced
-    # a second run over the same members writes nothing new
+    # a second run over the same members writes nothing new, and announces under the same ids
     before = await deps.query.export_cube(CUBE)
-    assert await optimize_scope(deps, scope) == []
+    again = await optimize_scope(deps, scope, AFTER)
     after = await deps.query.export_cube(CUBE)
     assert len(after.nodes) == len(before.nodes) and len(after.edges) == len(before.edges)
+    assert {o.event.event_id for o in again} <= {o.event.event_id for o in out}
 
 
-async def test_a_scope_is_optimized_only_when_dirty_and_not_running(tmp_path: Path) -> None:
+async def test_memories_after_the_run_position_are_left_for_a_later_run(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
-    await remember(deps, CUBE, *SUBJECTS[next(iter(SUBJECTS))][:4])
+    food = [t for t in SUBJECTS["food"] if t.isascii()][:4]
+    await remember(deps, CUBE, *food, at=AFTER + timedelta(hours=1))
+    assert await optimize_scope(deps, (CUBE, CUBE, "LongTermMemory"), AFTER) == []
+    assert all(n.metadata.hierarchy_level == "fact"
+               for n in await deps.query.all_of_type(CUBE, "LongTermMemory"))
+
+
+async def test_a_running_scope_is_skipped_and_a_run_clears_it(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *SUBJECTS["food"][:4], at=T0)
     scope: Scope = (CUBE, CUBE, "LongTermMemory")
     scopes = Scopes()
-    assert await run_scopes(deps, scopes, [scope]) == [] and scopes.runs == 0  # not dirty
     scopes.mark(scope)
     scopes.running.add(scope)
-    assert await run_scopes(deps, scopes, [scope]) == [] and scope in scopes.dirty
+    assert await run_scopes(deps, scopes, [scope], AFTER) == []
+    assert scope in scopes.dirty and scopes.runs == 0
     scopes.running.clear()
-    await run_scopes(deps, scopes, [scope])
+    await run_scopes(deps, scopes, [scope], AFTER)
     assert scopes.runs == 1 and scope not in scopes.dirty and not scopes.running
