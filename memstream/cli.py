@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from memstream.cli_replay import COMMANDS
 from topics.settings import Settings
 
 console = Console()
@@ -273,6 +274,9 @@ def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -
 
     _run(dump_or_load(_settings(data_dir), console, "load", path, user_id, cube_id))
 
+
+for _command in COMMANDS:  # replay, promote, drop-views (memstream/cli_replay.py)
+    main.add_command(_command)
 
 if __name__ == "__main__":
     main()

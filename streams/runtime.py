@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sinks.ports import GraphStore, VectorStore
     from streams.embed.port import Embedder
     from streams.llm.port import LLM
+    from streams.replay.views import ViewMap
 
 log = logging.getLogger("memstream.streams")
 
@@ -112,6 +113,8 @@ class Deps:
     vectors: VectorStore
     store: MemoryStore
     clock: Clock
+    bootstrap: str | None = None  # the broker, for stages that read the log (replay)
+    views: ViewMap | None = None  # promoted cubes: which views answer a cube's reads
 
 
 @dataclass(frozen=True)

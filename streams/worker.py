@@ -22,6 +22,7 @@ from streams.embed.factory import create_embedder
 from streams.embed.port import Embedder
 from streams.llm.factory import create_llm
 from streams.llm.port import LLM
+from streams.replay.views import ViewMap
 from streams.runtime import Clock, Deps, StageStats
 from topics.admin import ensure_topics
 from topics.kafka_compat import configure_fetch_pause
@@ -74,7 +75,8 @@ class Worker:
         vectors = create_vector_store(s, embedder.dim)
         await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder, graph=graph, vectors=vectors,
-                         store=MemoryStore(graph, vectors), clock=self.clock)
+                         store=MemoryStore(graph, vectors), clock=self.clock,
+                         bootstrap=self.bootstrap)
         return self.deps
 
     async def start(self) -> None:
@@ -92,6 +94,8 @@ class Worker:
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
         await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
         deps = await self.open_deps()
+        deps.views = ViewMap(s, self.bootstrap)
+        await deps.views.start()  # every promoted cube known before the first request
         llm, embedder = deps.llm, deps.embedder
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
@@ -110,7 +114,10 @@ class Worker:
             self.progress = None
         if self.deps is not None:
             d, self.deps = self.deps, None
-            for closer in (d.graph.close, d.vectors.close, d.llm.close, d.embedder.close):
+            closers = [d.graph.close, d.vectors.close, d.llm.close, d.embedder.close]
+            if d.views is not None:
+                closers.insert(0, d.views.stop)
+            for closer in closers:
                 try:
                     await closer()
                 except Exception:  # noqa: BLE001 - keep closing the rest

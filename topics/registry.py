@@ -19,6 +19,7 @@ from topics.events import (
     ExtractedMemory,
     MemoryCommand,
     MemoryUpdate,
+    PromoteCube,
     ReorganizeEvent,
     Reply,
     Request,
@@ -92,13 +93,21 @@ ACTIVATION_MEMORY = TopicSpec(
     "activation-memory", ActivationMemory, doc="rendered, ready-to-prepend context blocks",
 )
 REQUESTS = TopicSpec("requests", Request, doc="search and other queries, answered on reply_to")
+# Replies carry memory text and are read within seconds: kept an hour, not forever.
+REPLIES_RETENTION_MS = 3_600_000
 REPLIES = TopicSpec(
     "replies", Reply, key="requester (or the request's reply_partition)",
+    retention_ms=REPLIES_RETENTION_MS,
     doc="default reply topic; clients may name their own in reply_to",
 )
 DEAD_LETTER = TopicSpec(
     "dead-letter", DeadLetter, key="original key", retention_ms=KEEP_FOREVER,
     doc="failed events with stage, error and the original payload",
+)
+
+CUBE_VIEWS = TopicSpec(
+    "cube-views", PromoteCube, compacted=True, retention_ms=KEEP_FOREVER,
+    doc="which cube's views answer a cube's reads (promote); one record per cube",
 )
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
@@ -117,6 +126,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     REQUESTS,
     REPLIES,
     DEAD_LETTER,
+    CUBE_VIEWS,
 )
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
 

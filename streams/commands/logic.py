@@ -19,12 +19,15 @@ from topics.events import (
     BackupCube,
     DeleteCube,
     DeleteNodes,
+    DropViews,
     DumpCube,
     Event,
     LoadCube,
     MemoryUpdate,
+    PromoteCube,
     ReorganizeEvent,
     ReplaceWorkingMemory,
+    ReplayCube,
     UpdateNode,
 )
 from topics.ids import derived_event_id, working_copy_id
@@ -110,6 +113,10 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
             return [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
         case ReplaceWorkingMemory():
             return await replace_working_memory(cmd, deps, STAGE)
+        case ReplayCube() | PromoteCube() | DropViews():
+            from streams.replay.commands import run_replay_command
+
+            return await run_replay_command(cmd, deps)
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 

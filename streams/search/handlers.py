@@ -215,6 +215,8 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     address = {"user_id": req.user_id, "cube_id": req.cube_id,
                "correlation_id": req.correlation_id, "reply_to": req.reply_to,
                "reply_partition": req.reply_partition, "requester": req.requester}
+    if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
+        req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
     try:
         check_content(req, limits)
         result, used = await _dispatch(req, deps, wait)
