@@ -8,27 +8,31 @@ working memory, the same edges. A second replay adds nothing, other cubes are un
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest_asyncio
 from aiokafka import TopicPartition
 
 from sinks.dump import export_cube
 from streams.replay.logic import progress_of
+from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from topics.events import (
     DeleteNodes,
     DropViews,
     MemoryUpdate,
+    PromoteCube,
     ReplayCube,
     UpdateNode,
     WriteToken,
 )
 from topics.models import CubeGraph
 from topics.progress import Progress
-from topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
+from topics.registry import CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 TRIP = [
@@ -120,7 +124,8 @@ async def replay(p: Pipeline, cube: str, **kw: object) -> list[MemoryUpdate]:
 
 def view(cube: CubeGraph) -> tuple[dict[str, str], dict[str, tuple[float, ...]],
                                    set[tuple[str, str, str]]]:
-    nodes = {n.id: n.model_dump_json() for n in cube.nodes}
+    # everything but usage, which searches record (a replay has no searches to repeat)
+    nodes = {n.id: n.model_dump_json(exclude={"metadata": {"usage"}}) for n in cube.nodes}
     vectors = {k: tuple(round(x, 6) for x in v) for k, v in cube.vectors.items()}
     edges = {(e.source, e.target, e.type) for e in cube.edges}
     return nodes, vectors, edges
@@ -177,3 +182,67 @@ async def test_replay_from_a_point_keeps_the_views_and_applies_what_follows(
                 if progress_of(u) is not None and "(done)" in u.reason]
     assert progress_of(update) == (0, 0)  # nothing after that offset, nothing dropped
     assert view(await export_cube(p.deps.store, "lea")) == before
+
+
+def shadow_model(server: ScriptedOpenAI) -> None:
+    """The second model: one memory per chunk, written its own way; every judge says
+    'independent', relations and concepts are declined."""
+
+    def extraction(request: dict[str, Any]) -> dict[str, Any]:
+        said = re.findall(r"My (\w+)|I'm (\w+)|I (\w+)", last_user_message(request))
+        words = "-".join(w for match in said for w in match if w) or "nothing"
+        return {"memories": [{"value": f"Shadow model notes: the user mentioned {words}.",
+                              "memory_type": "UserMemory", "tags": ["shadow", words]}],
+                "summary": "shadow"}
+
+    server.route("A newly extracted memory resembles",
+                 Reply.json({"relation": "independent", "reason": "different facts"}))
+    server.route("Below is a stretch of conversation", extraction)
+    server.handler = lambda request: {"relation": "NONE", "create": False, "fact": None}
+
+
+async def search_ids(p: Pipeline, cube: str, query: str) -> set[str]:
+    return {hit.item.id for hit in await p.client.search(cube, query, top_k=20)}
+
+
+async def test_shadow_replay_with_another_model_then_promote_switches_search(
+    live: Pipeline, scripted_openai: ScriptedOpenAI,
+) -> None:
+    p = live
+    await feed(p, "rosa", "Rosa")
+    original = view(await export_cube(p.deps.store, "rosa"))
+    shadow_model(scripted_openai)
+
+    await replay(p, "rosa", shadow="rosa-v2", llm_base_url=scripted_openai.base_url,
+                 llm_model="shadow-model")
+    shadow = await export_cube(p.deps.store, "rosa-v2")
+    notes = {n.id for n in shadow.nodes if n.memory.startswith("Shadow model notes")
+             and n.metadata.memory_type == "UserMemory"}
+    chunks = await p.client.history(CONVERSATIONS, cube_id="rosa")
+    assert len(notes) == len(chunks) >= 2  # one per chat chunk, from the second model
+    assert notes.isdisjoint(original[0])
+    # the memories added directly (not extracted) are carried over as they were
+    assert any("five kilometres" in n.memory for n in shadow.nodes)
+    assert any("Shadow model" in str(r.get("model", "")) or r.get("model") == "shadow-model"
+               for r in scripted_openai.chat_requests)
+    # the shadow's extraction is in the log under its own cube, so it replays too
+    assert {i.id for i in await p.client.history(MEMORY_ITEMS, cube_id="rosa-v2")} >= notes
+    assert view(await export_cube(p.deps.store, "rosa")) == original  # untouched
+
+    before = await search_ids(p, "rosa", "what did the user mention")
+    assert before and before <= set(original[0])
+    token = await p.client.command(PromoteCube(user_id="rosa", view="rosa-v2"))
+    await p.client.wait_applied(token, timeout=60)
+    assert await p.client.command_failure(token) is None
+    after = await search_ids(p, "rosa", "what did the user mention")
+    assert after and after <= {n.id for n in shadow.nodes} and after & notes
+    assert view(await export_cube(p.deps.store, "rosa")) == original  # kept until dropped
+
+    token = await p.client.command(DropViews(user_id="rosa"))
+    await p.client.wait_applied(token, timeout=60)
+    assert not (await export_cube(p.deps.store, "rosa")).nodes
+    assert await search_ids(p, "rosa", "what did the user mention") == after
+
+    token = await p.client.command(PromoteCube(user_id="rosa", view="nobody"))
+    await p.client.wait_applied(token, timeout=60)
+    assert "cube 'nobody' has no memories" in (await p.client.command_failure(token) or "")
