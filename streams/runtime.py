@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -27,6 +28,7 @@ from topics.events import DeadLetter, Event, Origin
 from topics.limits import check_content, check_raw
 from topics.registry import DEAD_LETTER, TopicSpec
 from topics.settings import LimitsSettings, Settings, WorkerSettings
+from topics.shred import unseal
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
@@ -172,6 +174,9 @@ def dead_letter(
     A payload over ``max_payload`` bytes is cut (and the error says so): the letter itself
     must fit under the broker's message limit, escaped JSON and all."""
     payload = raw.value or b""
+    with contextlib.suppress(ValidationError):  # the letter itself is sealed with the cube's key
+        opened = unseal(payload)
+        payload = opened if isinstance(opened, bytes) else opened.encode()
     cut = ""
     if len(payload) > max_payload:
         cut = f" [payload cut to its first {max_payload:,} of {len(payload):,} bytes]"

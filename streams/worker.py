@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import faust
@@ -31,6 +32,8 @@ from topics.models import utcnow
 from topics.progress import Progress
 from topics.registry import WORKER_INPUTS, consumer_group
 from topics.settings import Settings
+from topics.shred import activate as activate_keys
+from topics.shred import release as release_keys
 
 log = logging.getLogger("memstream.worker")
 
@@ -64,6 +67,7 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
+    _keys: Path | None = field(default=None, init=False)
 
     async def open_deps(self) -> Deps:
         """Connect the stores and providers (without consuming anything)."""
@@ -90,6 +94,9 @@ class Worker:
     async def _start(self) -> None:
         s = self.settings
         configure_fetch_pause(s.kafka)
+        if (key_dir := s.erasure_key_dir) is not None:
+            activate_keys(key_dir)  # seal and open event values with per-cube keys
+            self._keys = key_dir
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
         await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
@@ -109,6 +116,9 @@ class Worker:
         if self.app is not None:
             await self.app.stop()
             self.app = None
+        if self._keys is not None:
+            release_keys(self._keys)
+            self._keys = None
         if self.progress is not None:
             await self.progress.close()
             self.progress = None

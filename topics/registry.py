@@ -27,6 +27,7 @@ from topics.events import (
     WorkingMemoryReplacement,
 )
 from topics.settings import Settings
+from topics.shred import seal, unseal
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,15 @@ class TopicSpec:
 
     def decode(self, raw: bytes | str) -> BaseModel:
         """Validate a raw value; raises ``pydantic.ValidationError`` with a precise message."""
-        result: BaseModel = self.adapter.validate_json(raw)
+        result: BaseModel = self.adapter.validate_json(unseal(raw))
         return result
 
     @staticmethod
     def encode(event: BaseModel) -> bytes:
-        return event.model_dump_json().encode()
+        """The event's JSON, sealed with its cube's data key when erasure is on."""
+        data = event.model_dump_json().encode()
+        cube = getattr(event, "cube_id", None)
+        return seal(cube, data) if isinstance(cube, str) else data
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)

@@ -32,6 +32,7 @@ from topics.events import (
 )
 from topics.ids import derived_event_id, working_copy_id
 from topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
+from topics.shred import destroy as destroy_key
 
 log = logging.getLogger("memstream.commands")
 STAGE = "commands"
@@ -88,8 +89,11 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
 
 async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
     nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
+    # Last: the cube's records in every topic (and its scheduler state) become unreadable.
+    shredded = destroy_key(cmd.cube_id)
+    log_note = ", its data key destroyed" if shredded else ""
     return [_update(cmd, deps, "deleted", None,
-                    reason=f"cube erased: {nodes} nodes, {vectors} vectors")]
+                    reason=f"cube erased: {nodes} nodes, {vectors} vectors{log_note}")]
 
 
 async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:

@@ -171,8 +171,9 @@ async def replay_cube(cmd: ReplayCube, deps: Deps) -> list[Outgoing]:
     else:
         log.info("replay of %s: resuming after %d records", cmd.cube_id, checkpoint.applied)
     assert deps.bootstrap  # noqa: S101 - checked above, or a checkpoint was written with it
-    records = _from(cmd, await read_cube(deps.settings, deps.bootstrap, cmd.cube_id, specs,
-                                         checkpoint.ends))
+    records = [r for r in _from(cmd, await read_cube(deps.settings, deps.bootstrap,
+                                                     cmd.cube_id, specs, checkpoint.ends))
+               if not isinstance(r.record.value, SKIPPED)]
     announcer = Announcer(deps, cmd, target)
     await announcer.start()
     try:
