@@ -84,7 +84,8 @@ async def memories(deps: Deps, cubes: list[str]) -> tuple[int, dict[str, set[str
     count = 0
     for cube in cubes:
         graph = await export_cube(deps.store, cube)
-        ids[cube] = {n.id for n in graph.nodes}
+        ids[cube] = {f"{n.id} {n.metadata.memory_type} {n.metadata.status} {n.memory[:60]}"
+                     for n in graph.nodes}
         count += sum(1 for n in graph.nodes if n.metadata.memory_type != "WorkingMemory")
     return count, ids
 
@@ -125,6 +126,9 @@ async def run(settings: Settings, bootstrap: str, graph_uri: str, n_cubes: int,
           f"{replay_rate:>12.1f}")
     print(f"replay / live: {replay_rate / live_rate:.2f}× (goal ≥ 2×)")
     same = replay_ids == live_ids and replay_count == live_count and not failures
+    for cube in cubes:
+        for line in sorted(live_ids[cube] ^ replay_ids[cube]):
+            print(f"  {cube} {'live only' if line in live_ids[cube] else 'replay only'}: {line}")
     print("stores after replay: " + ("the same nodes as the live run" if same else
                                      f"DIFFERENT ({replay_count} vs {live_count}; {failures})"))
 
