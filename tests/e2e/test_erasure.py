@@ -159,7 +159,9 @@ async def test_delete_cube_erases_stores_and_every_topic_and_replay_brings_nothi
     assert not (await export_cube(p.deps.store, "eve")).nodes
 
 
-async def test_replies_are_kept_an_hour(sealed: Pipeline) -> None:
-    name = REPLIES.name(sealed.settings)
-    assert await topic_config(sealed.bootstrap, name, "retention.ms") == str(REPLIES_RETENTION_MS)
-    assert BY_SUFFIX["conversations"].retention_ms == -1
+async def test_replies_are_kept_an_hour_and_the_source_of_truth_forever(sealed: Pipeline) -> None:
+    s, b = sealed.settings, sealed.bootstrap
+    assert await topic_config(b, REPLIES.name(s), "retention.ms") == str(REPLIES_RETENTION_MS)
+    for suffix in ("conversations", "memory.items", "memory.commands", "cube-views"):
+        assert await topic_config(b, BY_SUFFIX[suffix].name(s), "retention.ms") == "-1"
+    assert await topic_config(b, BY_SUFFIX["cube-views"].name(s), "cleanup.policy") == "compact"
