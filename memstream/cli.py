@@ -17,6 +17,7 @@ from rich.table import Table
 from memstream import __version__
 from memstream.cli_errors import InputError, not_empty, run, validation_line
 from memstream.cli_log import add_log_commands
+from memstream.cli_replay import COMMANDS
 from topics.events import MAX_TOP_K
 from topics.settings import Settings
 
@@ -328,6 +329,8 @@ add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, rest
 from memstream import cli_nodes  # noqa: E402,F401 - get, list, update, delete, dead-letters, …
 from memstream import cli_ui  # noqa: E402,F401 - memstream ui
 # isort: on
+for _command in COMMANDS:  # replay, promote, drop-views (memstream/cli_replay.py)
+    main.add_command(_command)
 
 if __name__ == "__main__":
     main()

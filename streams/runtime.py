@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -27,12 +28,14 @@ from topics.events import DeadLetter, Event, Origin
 from topics.limits import check_content, check_raw
 from topics.registry import DEAD_LETTER, TopicSpec
 from topics.settings import LimitsSettings, Settings, WorkerSettings
+from topics.shred import unseal
 
 if TYPE_CHECKING:
     from sinks.memory_store import MemoryStore
     from sinks.query import MemoryQuery
     from streams.embed.port import Embedder
     from streams.llm.port import LLM
+    from streams.replay.views import ViewMap
 
 log = logging.getLogger("memstream.streams")
 
@@ -113,6 +116,13 @@ class Deps:
     embedder: Embedder
     store: MemoryStore
     clock: Clock
+    bootstrap: str | None = None  # the broker, for stages that read the log (replay)
+    views: ViewMap | None = None  # promoted cubes: which views answer a cube's reads
+    # Commands carried out by a part of the worker that drives the stages themselves (replay,
+    # promote, drop_views: ``streams.replay``), by command name; wired by ``streams.worker``
+    # so the command stage never imports what imports it.
+    command_handlers: dict[str, Callable[[Any, Deps], Awaitable[list[Outgoing]]]] = field(
+        default_factory=dict)
 
     @property
     def query(self) -> MemoryQuery:
@@ -177,6 +187,9 @@ def dead_letter(
     A payload over ``max_payload`` bytes is cut (and the error says so): the letter itself
     must fit under the broker's message limit, escaped JSON and all."""
     payload = raw.value or b""
+    with contextlib.suppress(ValidationError):  # the letter itself is sealed with the cube's key
+        opened = unseal(payload)
+        payload = opened if isinstance(opened, bytes) else opened.encode()
     cut = ""
     if len(payload) > max_payload:
         cut = f" [payload cut to its first {max_payload:,} of {len(payload):,} bytes]"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 
 import faust
@@ -27,6 +28,8 @@ from streams.llm.factory import create_llm
 from streams.llm.port import LLM
 from streams.memory.agent import register as register_memory
 from streams.reorganize.agent import register as register_reorganize
+from streams.replay.commands import run_replay_command
+from streams.replay.views import ViewMap
 from streams.runtime import Clock, Deps, StageStats
 from streams.scheduler.agent import register as register_scheduler
 from streams.search.agent import register as register_search
@@ -38,6 +41,8 @@ from topics.models import utcnow
 from topics.progress import Progress
 from topics.registry import WORKER_INPUTS, consumer_group
 from topics.settings import Settings
+from topics.shred import activate as activate_keys
+from topics.shred import release as release_keys
 
 log = logging.getLogger("memstream.worker")
 
@@ -71,6 +76,7 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
+    _keys: Path | None = field(default=None, init=False)
 
     async def open_deps(self) -> Deps:
         """Connect the stores and providers (without consuming anything)."""
@@ -82,7 +88,10 @@ class Worker:
         vectors = create_vector_store(s, embedder.dim)
         await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder,
-                         store=MemoryStore(graph, vectors), clock=self.clock)
+                         store=MemoryStore(graph, vectors), clock=self.clock,
+                         bootstrap=self.bootstrap,
+                         command_handlers=dict.fromkeys(("replay", "promote", "drop_views"),
+                                                        run_replay_command))
         return self.deps
 
     async def start(self) -> None:
@@ -97,10 +106,15 @@ class Worker:
         s = self.settings
         if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
             configure_fetch_pause(s.kafka)
+        if (key_dir := s.erasure_key_dir) is not None:
+            activate_keys(key_dir)  # seal and open event values with per-cube keys
+            self._keys = key_dir
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
         await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
         deps = await self.open_deps()
+        deps.views = ViewMap(s, self.bootstrap)
+        await deps.views.start()  # every promoted cube known before the first request
         llm, embedder = deps.llm, deps.embedder
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
@@ -114,13 +128,18 @@ class Worker:
         if self.app is not None:
             await self.app.stop()
             self.app = None
+        if self._keys is not None:
+            release_keys(self._keys)
+            self._keys = None
         if self.progress is not None:
             await self.progress.close()
             self.progress = None
         if self.deps is not None:
             d, self.deps = self.deps, None
-            store = d.store
-            for closer in (store.graph.close, store.vectors.close, d.llm.close, d.embedder.close):
+            closers = [d.store.graph.close, d.store.vectors.close, d.llm.close, d.embedder.close]
+            if d.views is not None:
+                closers.insert(0, d.views.stop)
+            for closer in closers:
                 try:
                     await closer()
                 except Exception:  # noqa: BLE001 - keep closing the rest

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -61,6 +62,8 @@ from topics.registry import (
 )
 from topics.replies import ReplyListener
 from topics.settings import Settings
+from topics.shred import activate as activate_keys
+from topics.shred import release as release_keys
 
 log = logging.getLogger("memstream.client")
 
@@ -94,6 +97,7 @@ class MemoryClient:
         self._replies: ReplyListener | None = None
         self._replies_lock = asyncio.Lock()  # concurrent first requests start one listener
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
+        self._keys: Path | None = None  # the key directory this client activated
 
     @property
     def bootstrap(self) -> str:
@@ -114,6 +118,9 @@ class MemoryClient:
             self._bootstrap = await running_broker(find_data_dir(self.settings) / "broker")
         from topics.admin import ensure_topics
 
+        if (key_dir := self.settings.erasure_key_dir) is not None and self._keys is None:
+            activate_keys(key_dir)  # seal what it publishes with per-cube keys
+            self._keys = key_dir
         await ensure_topics(self.settings, self.bootstrap)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", client_id=self.settings.kafka.client_id,
@@ -122,6 +129,9 @@ class MemoryClient:
         await self._producer.start()
 
     async def close(self) -> None:
+        if self._keys is not None:
+            release_keys(self._keys)
+            self._keys = None
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None

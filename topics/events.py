@@ -229,11 +229,46 @@ class LifecycleSweep(Event):
     wall clock at processing, so a redelivered sweep decides the same)."""
 
     command: Literal["lifecycle"] = "lifecycle"
+class ReplayCube(Event):
+    """Rebuild a cube's views from the retained log (``streams/replay``).
+
+    Without ``from_offset``/``from_time`` the cube's views are dropped first; with one of them
+    the records from that point on are applied again over the current views. ``shadow`` names
+    another cube that receives a re-extraction of this cube's conversations with ``llm_model``
+    / ``llm_base_url`` in place of the worker's (its API key is the worker's)."""
+
+    command: Literal["replay"] = "replay"
+    from_offset: int | None = Field(default=None, ge=0)
+    from_time: AwareDatetime | None = None
+    shadow: str | None = None
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+
+    @field_validator("shadow")
+    @classmethod
+    def _shadow_id(cls, value: str | None) -> str | None:
+        return None if value is None else _check_identifier(value)
+
+
+class PromoteCube(Event):
+    """Readers of ``cube_id`` read ``view`` from now on (``view == cube_id`` switches back)."""
+
+    command: Literal["promote"] = "promote"
+    view: str
+
+    _view_id = field_validator("view")(_check_identifier)
+
+
+class DropViews(Event):
+    """Drop a cube's views (graph, vectors); its log stays, so a replay brings them back."""
+
+    command: Literal["drop_views"] = "drop_views"
 
 
 MemoryCommand = Annotated[
     UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube
-    | FreezeNodes | UnfreezeNodes | LifecycleSweep,
+    | FreezeNodes | UnfreezeNodes | LifecycleSweep
+    | ReplayCube | PromoteCube | DropViews,
     Field(discriminator="command"),
 ]
 
@@ -253,6 +288,8 @@ UpdateAction = Literal[
     "frozen",
     "unfrozen",
     "refused",  # a change a frozen node was spared (a merge, an update); ``reason`` says why
+    "replayed",
+    "promoted",
 ]
 
 

@@ -19,6 +19,7 @@ from topics.events import (
     ExtractedMemory,
     MemoryCommand,
     MemoryUpdate,
+    PromoteCube,
     ReorganizeEvent,
     Reply,
     Request,
@@ -26,6 +27,7 @@ from topics.events import (
     WorkingMemoryReplacement,
 )
 from topics.settings import Settings
+from topics.shred import seal, unseal
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,15 @@ class TopicSpec:
 
     def decode(self, raw: bytes | str) -> BaseModel:
         """Validate a raw value; raises ``pydantic.ValidationError`` with a precise message."""
-        result: BaseModel = self.adapter.validate_json(raw)
+        result: BaseModel = self.adapter.validate_json(unseal(raw))
         return result
 
     @staticmethod
     def encode(event: BaseModel) -> bytes:
-        return event.model_dump_json().encode()
+        """The event's JSON, sealed with its cube's data key when erasure is on."""
+        data = event.model_dump_json().encode()
+        cube = getattr(event, "cube_id", None)
+        return seal(cube, data) if isinstance(cube, str) else data
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)
@@ -76,7 +81,7 @@ MEMORY_COMMANDS = TopicSpec(
     doc="update / delete / replace_working_memory / delete_cube / dump / load / backup.",
 )
 MEMORY_UPDATES = TopicSpec(
-    "memory.updates", MemoryUpdate,
+    "memory.updates", MemoryUpdate, retention_ms=KEEP_FOREVER,  # history and as_of read it
     doc="Every change to a cube's memory, with a node snapshot.",
 )
 REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove")
@@ -92,13 +97,21 @@ ACTIVATION_MEMORY = TopicSpec(
     "activation-memory", ActivationMemory, doc="rendered, ready-to-prepend context blocks",
 )
 REQUESTS = TopicSpec("requests", Request, doc="search and other queries, answered on reply_to")
+# Replies carry memory text and are read within seconds: kept an hour, not forever.
+REPLIES_RETENTION_MS = 3_600_000
 REPLIES = TopicSpec(
     "replies", Reply, key="requester (or the request's reply_partition)",
+    retention_ms=REPLIES_RETENTION_MS,
     doc="default reply topic; clients may name their own in reply_to",
 )
 DEAD_LETTER = TopicSpec(
     "dead-letter", DeadLetter, key="original key", retention_ms=KEEP_FOREVER,
     doc="failed events with stage, error and the original payload",
+)
+
+CUBE_VIEWS = TopicSpec(
+    "cube-views", PromoteCube, compacted=True, retention_ms=KEEP_FOREVER,
+    doc="which cube's views answer a cube's reads (promote); one record per cube",
 )
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
@@ -117,6 +130,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
     REQUESTS,
     REPLIES,
     DEAD_LETTER,
+    CUBE_VIEWS,
 )
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
 

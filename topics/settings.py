@@ -263,6 +263,18 @@ class LimitsSettings(BaseModel):
     embed_chars: int = Field(default=4_000, ge=100)
 
 
+class ErasureSettings(BaseModel):
+    """Per-cube data keys sealing every event value (``topics/shred.py``): ``delete_cube``
+    destroys the key, so the cube's records in every topic become unreadable.
+
+    ``enabled`` None: on for the embedded stack (no bootstrap server configured), where
+    clients and workers share the data dir; set it (and a ``key_dir`` every producer and
+    worker shares) for a Kafka cluster."""
+
+    enabled: bool | None = None
+    key_dir: Path | None = None  # None: <data_dir>/keys
+
+
 class Settings(BaseSettings):
     """memstream configuration, defaults chosen for the embedded laptop setup."""
 
@@ -288,6 +300,15 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = SchedulerSettings()
     limits: LimitsSettings = LimitsSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    erasure: ErasureSettings = ErasureSettings()
+
+    @property
+    def erasure_key_dir(self) -> Path | None:
+        """Where the per-cube data keys live, or None when erasure by key is off."""
+        on = self.erasure.enabled
+        if on is None:
+            on = self.kafka.bootstrap_servers is None
+        return (self.erasure.key_dir or self.data_dir / "keys") if on else None
 
     def topic(self, suffix: str) -> str:
         """Full topic name for a registry suffix such as ``memory.items``."""

@@ -14,25 +14,29 @@ from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
 from streams.core.lifecycle import set_frozen, sweep
-from streams.core.working_memory import replace_working_memory
+from streams.core.working_memory import replace_working_memory, working_copy
 from streams.runtime import Deps, Outgoing, PermanentError, Record
 from topics.events import (
     BackupCube,
     DeleteCube,
     DeleteNodes,
+    DropViews,
     DumpCube,
     Event,
     FreezeNodes,
     LifecycleSweep,
     LoadCube,
     MemoryUpdate,
+    PromoteCube,
     ReorganizeEvent,
     ReplaceWorkingMemory,
+    ReplayCube,
     UnfreezeNodes,
     UpdateNode,
 )
 from topics.ids import derived_event_id, working_copy_id
 from topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
+from topics.shred import destroy as destroy_key
 
 log = logging.getLogger("memstream.commands")
 STAGE = "commands"
@@ -53,21 +57,32 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
     node = await deps.query.get_node(cmd.cube_id, cmd.node_id)
     if node is None:
         raise CommandRejected(f"node {cmd.node_id} not found in cube {cmd.cube_id}")
-    if node.metadata.frozen and cmd.frozen is not False:
-        raise CommandRejected(f"node {cmd.node_id} is frozen; unfreeze it first (frozen=false)")
     changes: dict[str, Any] = {"updated_at": cmd.occurred_at}
     for name in ("key", "tags", "status", "frozen"):
         if (value := getattr(cmd, name)) is not None:
             changes[name] = value
     updated = node.evolve(**changes)
-    if cmd.memory is not None and cmd.memory != node.memory:
+    if cmd.memory is not None:
         updated = updated.model_copy(update={"memory": cmd.memory})
-        vector = (await deps.embedder.embed_passages([cmd.memory]))[0]
-        await deps.store.write([(updated, vector.tolist())])
+    if node.metadata.frozen and cmd.frozen is not False:
+        if node == updated:  # this very update, redelivered: it froze the node; announce again
+            return [_update(cmd, deps, "updated", cmd.node_id, node=updated)]
+        raise CommandRejected(f"node {cmd.node_id} is frozen; unfreeze it first (frozen=false)")
+    copy = await deps.query.get_node(cmd.cube_id, working_copy_id(cmd.node_id))
+    if cmd.memory is not None and cmd.memory != node.memory:
+        vector = (await deps.embedder.embed_passages([cmd.memory]))[0].tolist()
+        units = [(updated, vector)]
+        if copy is not None and updated.metadata.status == "activated":
+            units.append((working_copy(updated).evolve(  # the copy mirrors its node's text
+                updated_at=copy.metadata.updated_at), vector))
+        await deps.store.write(units)
     else:
         await deps.store.update_node(cmd.cube_id, updated)
         if "status" in changes:
             await deps.store.set_status(cmd.cube_id, [cmd.node_id], changes["status"])
+    if copy is not None and updated.metadata.status != "activated":
+        # working memory holds what is current: an archived or expired memory leaves it
+        await deps.store.delete(cmd.cube_id, [copy.id])
     return [_update(cmd, deps, "updated", cmd.node_id, node=updated)]
 
 
@@ -89,8 +104,11 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
 
 async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
     nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
+    # Last: the cube's records in every topic (and its scheduler state) become unreadable.
+    shredded = destroy_key(cmd.cube_id)
+    log_note = ", its data key destroyed" if shredded else ""
     return [_update(cmd, deps, "deleted", None,
-                    reason=f"cube erased: {nodes} nodes, {vectors} vectors")]
+                    reason=f"cube erased: {nodes} nodes, {vectors} vectors{log_note}")]
 
 
 async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
@@ -125,6 +143,10 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
             return await set_frozen(cmd, deps)
         case LifecycleSweep():
             return await sweep(cmd, deps)
+        case ReplayCube() | PromoteCube() | DropViews():
+            if (handler := deps.command_handlers.get(cmd.command)) is None:
+                raise CommandRejected(f"{cmd.command} is not available in this worker")
+            return await handler(cmd, deps)
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 

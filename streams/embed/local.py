@@ -82,11 +82,18 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
         loop, parts, cut = asyncio.get_running_loop(), [], self._max_chars
-        for start in range(0, len(texts), self._batch_size):
-            batch = [t if cut is None else t[:cut] for t in texts[start : start + self._batch_size]]
+        # Similar lengths together: a batch is padded to its longest text, so a long episode
+        # among short facts made a mixed batch ~3x slower (measured on 40 texts).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self._batch_size):
+            batch = [texts[i] if cut is None else texts[i][:cut]
+                     for i in order[start : start + self._batch_size]]
             pool = _QUERY_POOL if is_query else None  # None: the loop's default executor
             parts.append(await loop.run_in_executor(pool, _encode, batch, is_query))
-        return np.vstack(parts)
+        vectors = np.vstack(parts)
+        restored = np.empty_like(vectors)
+        restored[order] = vectors
+        return restored
 
 
 @functools.cache

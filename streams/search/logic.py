@@ -40,6 +40,7 @@ from topics.limits import LimitExceeded, check_content, check_depth, check_raw
 from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
 from topics.registry import REPLIES, REQUESTS
 from topics.settings import LimitsSettings
+from topics.shred import unseal
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"
@@ -63,7 +64,7 @@ class Answer:
 def _reply_address(raw: bytes | None) -> dict[str, Any] | None:
     """Best effort: the reply fields of a payload that failed validation."""
     try:
-        data = json.loads(raw or b"")
+        data = json.loads(unseal(raw or b""))  # ValidationError (erased cube) is a ValueError
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("correlation_id"), str):
@@ -215,6 +216,8 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     address = {"user_id": req.user_id, "cube_id": req.cube_id,
                "correlation_id": req.correlation_id, "reply_to": req.reply_to,
                "reply_partition": req.reply_partition, "requester": req.requester}
+    if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
+        req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
     try:
         check_content(req, limits)
         result, used = await _dispatch(req, deps, wait)

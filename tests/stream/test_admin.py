@@ -23,7 +23,14 @@ from topics.admin import (
 )
 from topics.broker import TansuBroker
 from topics.events import ConversationChunk
-from topics.registry import ALL_TOPICS, CONVERSATIONS, MEMORY_UPDATES, TopicSpec
+from topics.registry import (
+    ALL_TOPICS,
+    CONVERSATIONS,
+    MEMORY_UPDATES,
+    REPLIES,
+    REPLIES_RETENTION_MS,
+    TopicSpec,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -82,9 +89,12 @@ async def test_ensure_topics_creates_the_whole_registry(kafka_broker: str, topic
         partitions = described[name]["partitions"]
         assert len(partitions) == 3 == created[name]
         assert all(p["leader"] >= 0 for p in partitions)
-    # Retention follows each spec: the log of conversations is kept forever, updates are not.
+    # Retention follows each spec: the log of conversations and the history of every change
+    # are kept forever (erasure shreds a cube's keys instead), replies only for an hour.
     assert await topic_config(kafka_broker, CONVERSATIONS.name(settings), "retention.ms") == "-1"
-    assert await topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") != "-1"
+    assert await topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") == "-1"
+    assert await topic_config(kafka_broker, REPLIES.name(settings), "retention.ms") == str(
+        REPLIES_RETENTION_MS)
 
 
 async def test_ensure_topics_is_idempotent_and_keeps_data(kafka_broker: str, topic_prefix: str,

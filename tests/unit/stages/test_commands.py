@@ -101,10 +101,6 @@ async def test_an_archived_memory_is_no_longer_found(tmp_path: Path) -> None:
     assert nodes[0].id not in {n.id for n in await top(deps, "peanut allergy")}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "update(status='archived') leaves the node's working-memory copy activated, so search "
-    "keeps returning the archived memory's text through working memory (a merge and a delete "
-    "both remove the copy; README: working memory holds what is current)"))
 async def test_an_archived_memory_leaves_working_memory(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     await add_memories(records([ExtractedMemory(**ME, memory=text) for text in FACTS]), deps)
@@ -116,10 +112,6 @@ async def test_an_archived_memory_leaves_working_memory(tmp_path: Path) -> None:
     assert target.id not in {w.metadata.origin_id for w in working}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "update(memory=...) rewrites the long-term node but not its working-memory copy, so an "
-    "agent reading working memory keeps the old text until the scheduler's next replacement "
-    "(a copy mirrors its node: the sink makes copies from a node's current text)"))
 async def test_a_corrected_text_reaches_working_memory(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     await add_memories([record(ExtractedMemory(**ME, memory=FACTS[0]))], deps)
@@ -143,10 +135,6 @@ async def test_a_frozen_memory_refuses_changes_until_unfrozen(tmp_path: Path) ->
     assert (await node(deps, target)).metadata.tags == ("ok",)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a redelivered update that froze the node is rejected as changing a frozen node, so "
-    "at-least-once delivery dead-letters an update that was applied (module doc: a "
-    "redelivered update writes the same node)"))
 async def test_a_redelivered_freezing_update_is_applied_again(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     nodes = await remember(deps, CUBE, *FACTS)

@@ -1,0 +1,150 @@
+"""Replay throughput next to live ingestion of the same log, in the same run.
+
+    python bench/replay.py [--cubes 4] [--chunks 40]
+
+Runs on the embedded default (noida-db broker, FalkorDB, Milvus Lite, rules LLM, local e5
+embedder, optimizer on) in a temporary directory. Live: publish the chat chunks and wait
+until extraction, the add stage and the optimizer's add events are all done. Replay: drop
+every cube's views and rebuild them from the log with `replay` commands (run by the same
+worker), then check the stores hold the same nodes. Prints memories/s for both and the
+ratio (goal: replay ≥ 2× live, since a replay batches and skips extraction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiokafka import TopicPartition  # noqa: E402
+
+from memstream.stack import EmbeddedStack  # noqa: E402
+from sinks.dump import export_cube  # noqa: E402
+from streams.runtime import Deps  # noqa: E402
+from streams.worker import Worker  # noqa: E402
+from topics.client import MemoryClient  # noqa: E402
+from topics.events import DropViews, Message, ReplayCube, WriteToken  # noqa: E402
+from topics.progress import Progress  # noqa: E402
+from topics.registry import REORGANIZE_HIGH  # noqa: E402
+from topics.settings import Settings  # noqa: E402
+
+SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
+            "gardening", "sailing", "photography", "baking", "yoga", "skiing", "opera"]
+CITIES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Quebec", "Hanoi", "Tbilisi"]
+
+
+def chunk_messages(i: int, base: datetime) -> list[Message]:
+    s, c = SUBJECTS[i % len(SUBJECTS)], CITIES[i % len(CITIES)]
+    texts = [
+        f"I really love {s} and I practise it every week, session {i}.",
+        f"My friend Sam {i} moved to {c} in March to study architecture.",
+        f"We plan to visit {c} together next month for project {i}.",
+    ]
+    at = base + timedelta(hours=i)
+    return [Message(id=f"r{i}-{j}", role="user", content=t, timestamp=at + timedelta(seconds=j))
+            for j, t in enumerate(texts)]
+
+
+def make_settings(data: Path, bootstrap: str, graph_uri: str) -> Settings:
+    tag = f"replay{uuid.uuid4().hex[:6]}"
+    return Settings(
+        data_dir=data, app_id=f"bench-{tag}",
+        kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"{tag}.", "partitions": 4},
+        graph={"uri": graph_uri, "database": f"bench_{tag}"},
+        vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
+        worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
+        reorganize={"optimize_interval_s": 3600},  # structure optimization is not replayed
+    )
+
+
+async def optimizer_done(settings: Settings, bootstrap: str) -> None:
+    """Every reorganize add event published so far is handled."""
+    progress = Progress(settings, bootstrap)
+    try:
+        for partition in range(settings.kafka.partitions):
+            tp = TopicPartition(REORGANIZE_HIGH.name(settings), partition)
+            if end := await progress.end_offset(tp):
+                await progress.wait_applied(
+                    WriteToken(topic=tp.topic, partition=partition, offset=end - 1), timeout=900)
+    finally:
+        await progress.close()
+
+
+async def memories(deps: Deps, cubes: list[str]) -> tuple[int, dict[str, set[str]]]:
+    """Stored memories (long-term nodes of every kind, not working copies) and node ids."""
+    ids: dict[str, set[str]] = {}
+    count = 0
+    for cube in cubes:
+        graph = await export_cube(deps.store, cube)
+        ids[cube] = {f"{n.id} {n.metadata.memory_type} {n.metadata.status} {n.memory[:60]}"
+                     for n in graph.nodes}
+        count += sum(1 for n in graph.nodes if n.metadata.memory_type != "WorkingMemory")
+    return count, ids
+
+
+async def run(settings: Settings, bootstrap: str, graph_uri: str, n_cubes: int,
+              n_chunks: int) -> None:
+    cubes = [f"cube{c}" for c in range(n_cubes)]
+    async with Worker(settings, bootstrap, graph_uri) as worker, \
+            MemoryClient(settings, bootstrap) as client:
+        assert worker.deps is not None
+        base = datetime(2026, 1, 1, tzinfo=UTC)
+        t0 = time.perf_counter()
+        tokens = [await client.add_messages(cubes[i % n_cubes], chunk_messages(i, base))
+                  for i in range(n_chunks * n_cubes)]
+        for token in tokens:
+            await client.wait_applied(token, timeout=900)
+        await optimizer_done(settings, bootstrap)
+        live_s = time.perf_counter() - t0
+        live_count, live_ids = await memories(worker.deps, cubes)
+
+        for cube in cubes:
+            await client.wait_applied(await client.command(DropViews(user_id=cube)), timeout=60)
+        assert (await memories(worker.deps, cubes))[0] == 0
+        t0 = time.perf_counter()
+        replays = [await client.command(ReplayCube(user_id=cube)) for cube in cubes]
+        for token in replays:
+            await client.wait_applied(token, timeout=900)
+        replay_s = time.perf_counter() - t0
+        replay_count, replay_ids = await memories(worker.deps, cubes)
+        failures = [f for t in replays if (f := await client.command_failure(t))]
+
+    live_rate, replay_rate = live_count / live_s, replay_count / replay_s
+    print(f"{n_cubes} cubes × {n_chunks} chunks × 3 messages: {live_count} memories "
+          f"(episodes included)")
+    print(f"{'path':<44}{'seconds':>10}{'memories/s':>12}")
+    print(f"{'live: extraction + add + optimizer events':<44}{live_s:>10.1f}{live_rate:>12.1f}")
+    print(f"{'replay: drop views, rebuild from the log':<44}{replay_s:>10.1f}"
+          f"{replay_rate:>12.1f}")
+    print(f"replay / live: {replay_rate / live_rate:.2f}× (goal ≥ 2×)")
+    same = replay_ids == live_ids and replay_count == live_count and not failures
+    for cube in cubes:
+        for line in sorted(live_ids[cube] ^ replay_ids[cube]):
+            print(f"  {cube} {'live only' if line in live_ids[cube] else 'replay only'}: {line}")
+    print("stores after replay: " + ("the same nodes as the live run" if same else
+                                     f"DIFFERENT ({replay_count} vs {live_count}; {failures})"))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cubes", type=int, default=4)
+    parser.add_argument("--chunks", type=int, default=40, help="chat chunks per cube")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
+        data = Path(tmp)
+        async with EmbeddedStack(Settings(data_dir=data)) as stack:
+            b, g = stack.bootstrap, stack.graph_uri
+            await run(make_settings(data, b, g), b, g, args.cubes, args.chunks)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,171 @@
+"""Erasure that reaches the log: every event value is sealed with its cube's own data key.
+
+Kafka cannot delete one cube's records from a partition it shares with other cubes, and
+compaction keeps the latest record per Kafka key (here: the cube), so tombstones cannot
+erase a cube's history either. Instead each cube has a random 256-bit AES-GCM key; every
+value written through the contract (``TopicSpec.encode``) is sealed with the key of the
+cube it belongs to, and ``delete_cube`` destroys the key. Whatever copies of the records
+remain — in any topic, on any broker, in any backup — can no longer be read, so a replay
+of an erased cube finds nothing. ("crypto-shredding")
+
+A sealed value is a small JSON object, ``{"enc": "ms-aesgcm-1", "cube": …, "n": …, "ct": …}``
+(base64 nonce and ciphertext; the cube id is the authenticated data), so size and nesting
+checks on raw payloads still apply. Values that are not sealed (other producers, older
+records) are read as they are.
+
+Keys live in a directory (``Settings.erasure_key_dir``, default ``<data_dir>/keys``), one
+file per cube named by a hash of the cube id, created atomically by whichever process
+needs it first. Producers and workers must share it (one machine: the data dir; several:
+a shared volume or a KMS behind the same two calls). A process may have several key
+directories active (tests run pipelines side by side): a key is looked up in each.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+SCHEME = "ms-aesgcm-1"
+PREFIX = b'{"enc":"' + SCHEME.encode() + b'"'
+_NONCE = 12
+
+
+class Keyring:
+    """The data keys of every cube, one file each, under ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, cube_id: str) -> Path:
+        return self.directory / f"{hashlib.sha256(cube_id.encode()).hexdigest()}.key"
+
+    def get(self, cube_id: str) -> bytes | None:
+        try:
+            key = self.path(cube_id).read_bytes()
+        except FileNotFoundError:
+            return None
+        return key if len(key) == 32 else None
+
+    def create(self, cube_id: str) -> bytes:
+        """The cube's key, made now if it has none (the first writer wins a race)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.path(cube_id)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, final)  # fails if another process made it first: use theirs
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        key = self.get(cube_id)
+        if key is None:
+            raise OSError(f"cannot create the data key of cube {cube_id!r} in {self.directory}")
+        return key
+
+    def destroy(self, cube_id: str) -> bool:
+        """Delete the cube's key; returns whether there was one."""
+        path = self.path(cube_id)
+        if not path.exists():
+            return False
+        # overwrite first, where the filesystem allows
+        with contextlib.suppress(OSError), path.open("r+b") as fh:
+            fh.write(secrets.token_bytes(32))
+            fh.flush()
+            os.fsync(fh.fileno())
+        path.unlink(missing_ok=True)
+        return True
+
+
+_ACTIVE: list[Keyring] = []
+_USERS: dict[Path, int] = {}
+
+
+def activate(directory: Path) -> Keyring:
+    """Seal and open values with the keys in ``directory`` in this process, until every
+    ``activate`` of it is matched by a ``release`` (workers and clients on stop)."""
+    directory = directory.resolve()
+    _USERS[directory] = _USERS.get(directory, 0) + 1
+    for ring in _ACTIVE:
+        if ring.directory == directory:
+            return ring
+    ring = Keyring(directory)
+    _ACTIVE.insert(0, ring)
+    return ring
+
+
+def release(directory: Path) -> None:
+    directory = directory.resolve()
+    _USERS[directory] = _USERS.get(directory, 1) - 1
+    if _USERS[directory] <= 0:
+        del _USERS[directory]
+        _ACTIVE[:] = [r for r in _ACTIVE if r.directory != directory]
+
+
+def _key(cube_id: str, create: bool) -> bytes | None:
+    for ring in _ACTIVE:
+        if (key := ring.get(cube_id)) is not None:
+            return key
+    return _ACTIVE[0].create(cube_id) if create and _ACTIVE else None
+
+
+def destroy(cube_id: str) -> bool:
+    """Destroy the cube's key in every active key directory."""
+    return any([ring.destroy(cube_id) for ring in _ACTIVE])
+
+
+def seal(cube_id: str, plaintext: bytes) -> bytes:
+    """``plaintext`` sealed with the cube's key (as is when no key directory is active)."""
+    key = _key(cube_id, create=True)
+    if key is None:
+        return plaintext
+    nonce = secrets.token_bytes(_NONCE)
+    ct = AESGCM(key).encrypt(nonce, plaintext, cube_id.encode())
+    return json.dumps({"enc": SCHEME, "cube": cube_id,
+                       "n": base64.b64encode(nonce).decode(),
+                       "ct": base64.b64encode(ct).decode()}, separators=(",", ":")).encode()
+
+
+def is_sealed(raw: bytes | str) -> bool:
+    data = raw.encode() if isinstance(raw, str) else raw
+    return data.startswith(PREFIX)
+
+
+def unseal(raw: bytes | str) -> bytes | str:
+    """The plaintext of a sealed value (others as they are); an erased cube's value raises
+    a ``pydantic.ValidationError`` so every reader treats it as an unreadable record."""
+    if not is_sealed(raw):
+        return raw
+    try:
+        envelope = json.loads(raw)
+        cube = str(envelope["cube"])
+        nonce, ct = base64.b64decode(envelope["n"]), base64.b64decode(envelope["ct"])
+    except (ValueError, KeyError, TypeError):
+        raise _unreadable("a sealed value that is not well formed", raw) from None
+    key = _key(cube, create=False)
+    if key is None:
+        raise _unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
+    try:
+        return AESGCM(key).decrypt(nonce, ct, cube.encode())
+    except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
+        raise _unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
+            from None
+
+
+def _unreadable(message: str, raw: bytes | str) -> ValidationError:
+    return ValidationError.from_exception_data("sealed value", [InitErrorDetails(
+        type=PydanticCustomError("erased", message), loc=(), input=str(raw)[:60])])
