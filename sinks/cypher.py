@@ -136,6 +136,17 @@ WITH n LIMIT $batch
 DETACH DELETE n
 RETURN count(*) AS deleted
 """
+# A cube's access record: one node outside the Memory label, shares as JSON lists.
+GET_CUBE_ACCESS = """
+MATCH (a:CubeAccess {cube_id: $cube_id})
+RETURN a.owner AS owner, a.readers AS readers, a.writers AS writers
+"""
+
+SET_CUBE_ACCESS = """
+MERGE (a:CubeAccess {cube_id: $cube_id})
+SET a.owner = $owner, a.readers = $readers, a.writers = $writers
+"""
+
 LIST_CUBES = """
 MATCH (n:Memory)
 RETURN DISTINCT n.cube_id AS cube_id

@@ -27,6 +27,7 @@ from sinks.ports import (
     StoreError,
     TagNeighbor,
 )
+from topics.access import CubeAccess
 from topics.models import (
     CubeGraph,
     Edge,
@@ -70,6 +71,7 @@ class InMemoryGraphStore:
     def __init__(self) -> None:
         self._nodes: dict[str, dict[str, MemoryItem]] = {}
         self._edges: dict[str, dict[_EdgeKey, Edge]] = {}
+        self._access: dict[str, CubeAccess] = {}
 
     async def ensure_schema(self) -> None:
         """Nothing to create."""
@@ -407,3 +409,9 @@ class InMemoryGraphStore:
 
     async def list_cubes(self) -> list[str]:
         return sorted(c for c, nodes in self._nodes.items() if nodes)
+
+    async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
+        return self._access.get(cube_id)
+
+    async def set_cube_access(self, access: CubeAccess) -> None:
+        self._access[access.cube_id] = access

@@ -23,9 +23,11 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotRead
 from pydantic import BaseModel, ValidationError
 
 from sinks.ports import StoreUnavailable
-from topics.events import DeadLetter, Event, Origin
+from streams.ops import metering
+from topics.events import DeadLetter, Event, MemoryUpdate, Origin
+from topics.ids import derived_event_id
 from topics.limits import check_content, check_raw
-from topics.registry import DEAD_LETTER, TopicSpec
+from topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
 from topics.settings import LimitsSettings, Settings, WorkerSettings
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from sinks.ports import GraphStore, VectorStore
     from streams.embed.port import Embedder
     from streams.llm.port import LLM
+    from streams.ops.metrics import WorkerMetrics
 
 log = logging.getLogger("memstream.streams")
 
@@ -112,6 +115,7 @@ class Deps:
     vectors: VectorStore
     store: MemoryStore
     clock: Clock
+    ops: WorkerMetrics | None = None  # the worker's metrics (and sampled lag), if measured
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class StageStats:
     retries: int = 0
     paused: int = 0  # attempts that waited for an unreachable store or broker
     by_error: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    latency: Any = None  # a histogram observing each cube batch's handling time (metrics)
 
 
 def dead_letter(
@@ -197,6 +202,20 @@ def dead_letter(
         attempts=attempts,
     )
     return Outgoing(DEAD_LETTER, letter, key=raw.key)
+
+
+def budget_update(notice: metering.BudgetNotice, cause: Event, clock: Clock) -> MemoryUpdate:
+    """The announcement that a cube's stage ran out of LLM budget (once per period and stage;
+    a redelivery re-sends it under the same event id)."""
+    doing = "uses the rules stand-in" if notice.action == "rules" else \
+        "defers its events to the dead-letter topic (re-drive them later)"
+    return MemoryUpdate(
+        event_id=derived_event_id("budget_exceeded", notice.cube_id, notice.period,
+                                  notice.stage),
+        user_id=cause.user_id, cube_id=notice.cube_id, occurred_at=clock(),
+        action="budget_exceeded", stage=notice.stage, cause_event_id=cause.event_id,
+        reason=f"LLM token budget spent: {notice.spent} of {notice.budget} tokens for "
+               f"{notice.period}; {notice.stage} {doing} until the period ends")
 
 
 def decode(spec: TopicSpec, raw: RawRecord, limits: LimitsSettings) -> BaseModel:
@@ -308,6 +327,16 @@ def make_batch_handler(
     backoff = worker.retry_backoff_s
 
     async def run_cube(records: list[Record[Any]]) -> list[Outgoing]:
+        # The scope tells the metered LLM whose tokens these are (this runs in its own task).
+        scope = metering.enter(stage, records[0].value.cube_id)
+        started = time.perf_counter()
+        out = await run_cube_logged(records)
+        if stats.latency is not None:
+            stats.latency.observe(time.perf_counter() - started)
+        return out + [Outgoing(MEMORY_UPDATES, budget_update(n, records[0].value, clock))
+                      for n in scope.notices]
+
+    async def run_cube_logged(records: list[Record[Any]]) -> list[Outgoing]:
         out, error, _ = await with_retries(stage, lambda: logic(records), retries, backoff, stats)
         if error is None:
             return out

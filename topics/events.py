@@ -209,8 +209,24 @@ class BackupCube(Event):
     drop: bool = True
 
 
+class ShareCube(Event):
+    """The cube's owner (``user_id``) lets ``with_user_id`` read it, or also write it."""
+
+    command: Literal["share_cube"] = "share_cube"
+    with_user_id: str = Field(min_length=1)
+    permission: Literal["read", "write"] = "read"
+
+
+class UnshareCube(Event):
+    """The cube's owner (``user_id``) withdraws what it shared with ``with_user_id``."""
+
+    command: Literal["unshare_cube"] = "unshare_cube"
+    with_user_id: str = Field(min_length=1)
+
+
 MemoryCommand = Annotated[
-    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube,
+    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube
+    | ShareCube | UnshareCube,
     Field(discriminator="command"),
 ]
 
@@ -227,6 +243,8 @@ UpdateAction = Literal[
     "expired",
     "linked",
     "working_memory_replaced",
+    "shared",  # share_cube / unshare_cube changed who may use the cube (reason says how)
+    "budget_exceeded",  # the cube spent its LLM token budget; reason says what its stages do
 ]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sinks.dump import backup_cube, dump_cube, load_cube
+from streams.ops.access import share
 from streams.runtime import Deps, Outgoing, PermanentError, Record
 from streams.scheduler.sink import replace_working_memory
 from topics.events import (
@@ -25,6 +26,8 @@ from topics.events import (
     MemoryUpdate,
     ReorganizeEvent,
     ReplaceWorkingMemory,
+    ShareCube,
+    UnshareCube,
     UpdateNode,
 )
 from topics.ids import derived_event_id, working_copy_id
@@ -110,6 +113,9 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
             return [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
         case ReplaceWorkingMemory():
             return await replace_working_memory(cmd, deps, STAGE)
+        case ShareCube() | UnshareCube():
+            said = await share(deps, cmd)
+            return [_update(cmd, deps, "shared", None, reason=said)]
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 
