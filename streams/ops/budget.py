@@ -3,7 +3,8 @@
 Where the spent count lives: in the worker, per (cube, period), as a ledger of calls keyed
 by what was asked (task name + its typed context, hashed). A redelivered or retried event
 asks the same questions, so its calls replace their earlier entries instead of adding to
-the count: budgets count each distinct question once, however often the log is replayed.
+the count, and a question already paid for is asked again even over budget: a redelivered
+batch takes the same path as the first delivery, and each distinct question counts once.
 All of a cube's events share a partition, so one worker at a time spends a cube's budget.
 The ledger is not persisted: a restarted worker (or one taking a partition over) starts
 the period's count again from zero — at most one budget more per restart.
@@ -64,6 +65,10 @@ class Ledger:
     def spent(self, cube_id: str, period: str) -> int:
         return sum(self.calls.get((cube_id, period), {}).values())
 
+    def paid(self, cube_id: str, period: str, key: str) -> bool:
+        """Whether this question was already asked (and counted) for the cube this period."""
+        return key in self.calls.get((cube_id, period), {})
+
     def record(self, cube_id: str, period: str, key: str, tokens: int) -> None:
         book = self.calls.setdefault((cube_id, period), {})
         book[key] = tokens
@@ -89,7 +94,9 @@ class MeteredLLM:
         stage, cube = (scope.stage, scope.cube_id) if scope else ("other", "")
         budget = self.settings.budget_of(cube) if scope else None
         period = period_of(self.clock(), self.settings.budget_period)
-        if budget is not None and self.name != "rules":
+        key = call_key(task, ctx)
+        if budget is not None and self.name != "rules" \
+                and not self.ledger.paid(cube, period, key):  # a redelivery asks again
             spent = self.ledger.spent(cube, period)
             if spent >= budget:
                 return self._over_budget(task, ctx, scope, period, spent, budget)
@@ -103,7 +110,7 @@ class MeteredLLM:
             raise
         finally:
             if budget is not None and call.total:
-                self.ledger.record(cube, period, call_key(task, ctx), call.total)
+                self.ledger.record(cube, period, key, call.total)
             if self.metrics is not None:
                 self.metrics.llm_call(stage, cube, task.name, outcome, call.prompt,
                                       call.completion, time.perf_counter() - started)
