@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 
 from streams.llm.port import LLMError
+from streams.ops import metering
 from streams.prompts.members import MemberNote
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from streams.reorganize.clustering import (
@@ -141,6 +142,7 @@ async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope]) -> list
             continue
         scopes.dirty.discard(scope)
         scopes.running.add(scope)
+        metering.enter(STAGE, scope[0])  # its summaries' LLM tokens are the cube's
         try:
             out += await optimize_scope(deps, scope)
             scopes.runs += 1

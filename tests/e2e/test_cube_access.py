@@ -57,6 +57,10 @@ async def test_bob_reads_alices_cube_only_while_she_shares_it(
     await client.wait_applied(token, timeout=60)
     assert "may not write cube 'alice'" in (await client.command_failure(token) or "")
     assert sorted(n.id for n in await client.get_all("alice")) == sorted(ids)
+    # so is a scheduler message (it would pull alice's memories into working memory)
+    token = await client.schedule("bob", "query", "where is the key?", cube_id="alice")
+    await client.wait_applied(token, timeout=60)
+    assert "may not write cube 'alice'" in (await client.command_failure(token) or "")
 
     # only the owner may share
     token = await client.command(ShareCube(user_id="bob", cube_id="alice", with_user_id="bob"))
