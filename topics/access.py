@@ -2,7 +2,8 @@
 
 A cube's first writer becomes its owner; the owner shares it for reading or writing with
 ``share_cube`` and withdraws that with ``unshare_cube``. A cube with no record yet is
-readable by the user of the same id (the default cube of a user), by nobody else.
+readable by the user of the same id (the default cube of a user), and one written before
+access records existed belongs to the user its memories name.
 """
 
 from __future__ import annotations

@@ -25,11 +25,15 @@ class AccessDenied(PermanentError):
 async def check_read(deps: Deps, user_id: str, cube_id: str) -> None:
     access = await deps.graph.get_cube_access(cube_id)
     if access is None:
-        # No owner recorded: the user's own default cube, or a cube nobody wrote yet.
-        if user_id == cube_id or not any(
-                (await deps.graph.count_by_type(cube_id, status=None)).values()):
+        # No owner recorded: the user's own default cube, a cube nobody wrote yet, or one
+        # written before access records existed (its memories name their user).
+        if user_id == cube_id:
             return
-        raise AccessDenied(f"user {user_id!r} may not read cube {cube_id!r}")
+        owner = await earlier_owner(deps, cube_id)
+        if owner is None or owner == user_id:
+            return
+        raise AccessDenied(f"user {user_id!r} may not read cube {cube_id!r} "
+                           f"(owned by {owner!r}, not shared with {user_id!r})")
     if not access.may_read(user_id):
         raise AccessDenied(f"user {user_id!r} may not read cube {cube_id!r} "
                            f"(owned by {access.owner!r}, not shared with {user_id!r})")
@@ -38,16 +42,20 @@ async def check_read(deps: Deps, user_id: str, cube_id: str) -> None:
 async def check_write(deps: Deps, user_id: str, cube_id: str) -> None:
     access = await deps.graph.get_cube_access(cube_id)
     if access is None:
-        if user_id != cube_id and any(
-                (await deps.graph.count_by_type(cube_id, status=None)).values()):
-            raise AccessDenied(f"user {user_id!r} may not write cube {cube_id!r}")
-        await deps.graph.set_cube_access(CubeAccess(cube_id=cube_id, owner=user_id))
-        log.info("cube %s: owner %s (first writer)", cube_id, user_id)
-        return
+        owner = await earlier_owner(deps, cube_id) or user_id  # else the first writer
+        access = CubeAccess(cube_id=cube_id, owner=owner)
+        await deps.graph.set_cube_access(access)
+        log.info("cube %s: owner %s", cube_id, owner)
     if not access.may_write(user_id):
         raise AccessDenied(f"user {user_id!r} may not write cube {cube_id!r} "
                            f"(owned by {access.owner!r}, not shared with {user_id!r} "
                            "for writing)")
+
+
+async def earlier_owner(deps: Deps, cube_id: str) -> str | None:
+    """The user of a cube's memories written before it had an access record (None: empty)."""
+    nodes = await deps.graph.find_nodes(cube_id, limit=1)
+    return nodes[0].metadata.user_id if nodes else None
 
 
 async def check_records(deps: Deps, records: Sequence[Record[Any]]) -> None:

@@ -1,10 +1,11 @@
 """LLM cost governance: every model call metered per stage and cube, token budgets per cube.
 
 Where the spent count lives: in the worker, per (cube, period), as a ledger of calls keyed
-by what was asked (task name + its typed context, hashed). A redelivered or retried event
-asks the same questions, so its calls replace their earlier entries instead of adding to
-the count, and a question already paid for is asked again even over budget: a redelivered
-batch takes the same path as the first delivery, and each distinct question counts once.
+by what was asked (task name + its typed context without ``now``, hashed). A redelivered
+or retried event asks the same questions, so its calls replace their earlier entries
+instead of adding to the count, and a question already paid for is asked again even over
+budget: a redelivered batch takes the same path as the first delivery, and each distinct
+question counts once.
 All of a cube's events share a partition, so one worker at a time spends a cube's budget.
 The ledger is not persisted: a restarted worker (or one taking a partition over) starts
 the period's count again from zero — at most one budget more per restart.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from streams.ops.metrics import WorkerMetrics
 
 log = logging.getLogger("memstream.budget")
+CLOCK_FIELDS = frozenset({"now"})  # context fields holding the time of processing
 
 
 class BudgetDeferred(PermanentError):
@@ -52,7 +54,11 @@ def period_of(when: datetime, period: str) -> str:
 
 
 def call_key(task: Task[Ctx, Resp], ctx: Ctx) -> str:
-    return hashlib.sha256(f"{task.name}\0{ctx.model_dump_json()}".encode()).hexdigest()
+    """The question a call asks: its task and typed context, without the processing time
+    (``now``) that contexts carry for resolving relative dates, so a redelivery matches."""
+    fields = set(type(ctx).model_fields) & CLOCK_FIELDS
+    text = ctx.model_dump_json(exclude=fields or None)
+    return hashlib.sha256(f"{task.name}\0{text}".encode()).hexdigest()
 
 
 @dataclass

@@ -83,6 +83,11 @@ async def test_metrics_endpoint_shows_throughput_lag_dead_letters_and_tokens(
 ) -> None:
     server = scripted_openai
     server.route(EXTRACTION_PROMPT, lambda request: _slow(_model_memory(request)))
+    server.route("You prepare memory searches", Reply.json({
+        "keys": ["stamps"], "tags": [], "goal_type": "retrieval",
+        "rephrased_instruction": "Find the user's hobbies.", "internet_search": False,
+        "memories": ["Mia collects stamps.", "Mia's hobby is philately."]}))
+    server.route("You choose which memories", lambda request: Reply.json({"ids": []}))
     settings = _settings(tmp_path, kafka_broker, falkordb_uri, server,
                          metrics={"sample_interval_s": 0.2},
                          governance={"search_degrade_lag": 0})
@@ -133,6 +138,12 @@ async def test_metrics_endpoint_shows_throughput_lag_dead_letters_and_tokens(
                 or 0) >= 1
         assert _value(samples, "memstream_search_seconds_count", mode="fast") is not None
         assert _value(samples, "memstream_search_degraded_total") == 1
+        # once extraction has caught up (lag sampled at 0), fine search is fine again
+        while pipeline.deps.ops is not None and pipeline.deps.ops.extraction_lag():
+            await asyncio.sleep(0.1)
+        reply = await client.request(SearchRequest(user_id="mia", cube_id="mia",
+                                                   query="stamps", mode="fine"))
+        assert isinstance(reply.result, SearchResult) and reply.result.mode_used == "fine"
 
 
 def _slow(reply: Reply) -> Reply:

@@ -15,6 +15,7 @@ from topics.settings import GovernanceSettings
 
 class Ctx(BaseModel):
     text: str
+    now: datetime = datetime(2026, 11, 24, tzinfo=UTC)  # when it was asked: not the question
 
 
 class Answer(BaseModel):
@@ -60,8 +61,10 @@ async def test_a_repeated_question_is_counted_once_and_the_budget_holds() -> Non
     assert (await llm.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70: allowed
     assert (await llm.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70: not sent
     assert model.usage.calls == 6
-    # a redelivered question already paid for is still answered by the model, not counted
-    assert (await llm.run(TASK, Ctx(text="three"))).source == "model"
+    # a redelivered question already paid for (asked later: another `now`) is still
+    # answered by the model, and not counted again
+    later = datetime(2026, 11, 24, 18, tzinfo=UTC)
+    assert (await llm.run(TASK, Ctx(text="three", now=later))).source == "model"
     assert llm.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 7
     scope = metering.current()
     assert scope is not None and len(scope.notices) == 1
