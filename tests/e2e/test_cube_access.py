@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from streams.memory.logic import build_node
 from tests.support.pipeline import Pipeline
 from topics.client import MemoryServiceError
-from topics.events import DumpCube, MemoryUpdate, ShareCube, UnshareCube
+from topics.events import DumpCube, ExtractedMemory, MemoryUpdate, ShareCube, UnshareCube
 from topics.registry import MEMORY_UPDATES
 
 ALICE = ["Alice keeps the spare key under the blue flowerpot.",
@@ -107,3 +110,25 @@ async def test_a_cube_shared_for_writing_takes_the_writers_memories(pipeline: Pi
                                                     memory_type="LongTermMemory")}
     assert texts == {"Carol's team meets on Mondays.",
                      "Dan brings coffee to the Monday meeting."}
+
+
+async def test_a_cube_written_before_access_records_belongs_to_its_memories_user(
+    pipeline: Pipeline,
+) -> None:
+    # memories stored as an earlier version did: no access record for the cube
+    node = build_node(ExtractedMemory(user_id="olga", cube_id="family",
+                                      memory="Olga's daughter starts school in September."))
+    vector = [float(x) for x in (await pipeline.deps.embedder.embed_passages([node.memory]))[0]]
+    await pipeline.deps.store.write([(node, vector)])
+    assert await pipeline.deps.graph.get_cube_access("family") is None
+
+    client = pipeline.client
+    with pytest.raises(MemoryServiceError, match="may not read cube 'family' .*owned by 'olga'"):
+        await client.search("bob", "school", cube_id="family")
+    found = await client.search("olga", "when does school start?", cube_id="family")
+    assert [s.item.id for s in found] == [node.id]
+    token = await client.add_memories("bob", ["Bob moved in."], cube_id="family")
+    await client.wait_applied(token, timeout=60)
+    assert "may not write cube 'family'" in (await client.command_failure(token) or "")
+    access = await pipeline.deps.graph.get_cube_access("family")
+    assert access is not None and access.owner == "olga"  # recorded at the first write
