@@ -393,6 +393,16 @@ class CypherGraphStore(ABC):
             "readers": json.dumps(list(access.readers)),
             "writers": json.dumps(list(access.writers))})
 
+    async def llm_spend(self, cube_id: str, period: str) -> dict[str, int]:
+        params = {"cube_id": cube_id, "period": period}
+        await self._write(cypher.DROP_OLD_LLM_SPEND, params)
+        rows = await self._read(cypher.LLM_SPEND, params)
+        return {r["call"]: int(r["tokens"]) for r in rows}
+
+    async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
+        await self._write(cypher.RECORD_LLM_SPEND, {"cube_id": cube_id, "period": period,
+                                                    "call": call, "tokens": tokens})
+
     # -- helpers ------------------------------------------------------------------------
 
     @staticmethod

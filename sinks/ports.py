@@ -212,6 +212,14 @@ class GraphStore(Protocol):
         """Write the cube's access record (an upsert)."""
         ...
 
+    async def llm_spend(self, cube_id: str, period: str) -> dict[str, int]:
+        """LLM tokens the cube spent in ``period``, per call key; drops earlier periods."""
+        ...
+
+    async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
+        """Record (upsert) the tokens of one call of the cube in ``period``."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:

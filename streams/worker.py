@@ -72,10 +72,11 @@ class Worker:
         """Connect the stores and providers (without consuming anything)."""
         s = self.settings
         self.metrics = WorkerMetrics(s)
-        llm = MeteredLLM(self.llm or create_llm(s.llm), s.governance, self.clock, self.metrics)
         embedder = self.embedder or create_embedder(s.embedder, s.limits.embed_chars)
         graph = create_graph_store(s, self.graph_uri)
         await graph.ensure_schema()
+        llm = MeteredLLM(self.llm or create_llm(s.llm), s.governance, self.clock, self.metrics,
+                         graph)
         vectors = create_vector_store(s, embedder.dim)
         await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder, graph=graph, vectors=vectors,

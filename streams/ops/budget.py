@@ -6,9 +6,11 @@ or retried event asks the same questions, so its calls replace their earlier ent
 instead of adding to the count, and a question already paid for is asked again even over
 budget: a redelivered batch takes the same path as the first delivery, and each distinct
 question counts once.
-All of a cube's events share a partition, so one worker at a time spends a cube's budget.
-The ledger is not persisted: a restarted worker (or one taking a partition over) starts
-the period's count again from zero — at most one budget more per restart.
+The ledger is kept in the graph store (one ``LLMSpend`` record per cube, period and call,
+an idempotent upsert), read once per cube and period by the worker handling the cube: a
+restarted worker, or one taking a partition over, resumes the count and recognises the
+calls it redelivers. All of a cube's events share a partition, so one worker at a time
+spends a cube's budget (search requests of the cube may run on the same worker).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from streams.runtime import PermanentError
 from topics.settings import GovernanceSettings
 
 if TYPE_CHECKING:
+    from sinks.ports import GraphStore
     from streams.ops.metrics import WorkerMetrics
 
 log = logging.getLogger("memstream.budget")
@@ -67,6 +70,7 @@ class Ledger:
 
     calls: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     announced: set[tuple[str, str, str]] = field(default_factory=set)
+    loaded: set[tuple[str, str]] = field(default_factory=set)  # read from the store
 
     def spent(self, cube_id: str, period: str) -> int:
         return sum(self.calls.get((cube_id, period), {}).values())
@@ -86,12 +90,13 @@ class MeteredLLM:
     """Wraps the configured LLM: meters each call, and enforces the cubes' token budgets."""
 
     def __init__(self, inner: LLM, settings: GovernanceSettings, clock: Callable[[], datetime],
-                 metrics: WorkerMetrics | None = None) -> None:
+                 metrics: WorkerMetrics | None = None, graph: GraphStore | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.settings = settings
         self.clock = clock
         self.metrics = metrics
+        self.graph = graph  # where the ledger is kept (None: in this process only)
         self.ledger = Ledger()
         self.usage: LLMUsage = inner.usage  # the provider's own counters (same object)
 
@@ -101,6 +106,8 @@ class MeteredLLM:
         budget = self.settings.budget_of(cube) if scope else None
         period = period_of(self.clock(), self.settings.budget_period)
         key = call_key(task, ctx)
+        if budget is not None and self.name != "rules":
+            await self._load(cube, period)
         if budget is not None and self.name != "rules" \
                 and not self.ledger.paid(cube, period, key):  # a redelivery asks again
             spent = self.ledger.spent(cube, period)
@@ -117,11 +124,23 @@ class MeteredLLM:
         finally:
             if budget is not None and call.total:
                 self.ledger.record(cube, period, key, call.total)
+                if self.graph is not None:
+                    await self.graph.record_llm_spend(cube, period, key, call.total)
             if self.metrics is not None:
                 self.metrics.llm_call(stage, cube, task.name, outcome, call.prompt,
                                       call.completion, time.perf_counter() - started)
                 if budget is not None:
                     self.metrics.budget_spent(cube, self.ledger.spent(cube, period))
+
+    async def _load(self, cube_id: str, period: str) -> None:
+        """The cube's spend this period as the store has it (once per worker and period)."""
+        if self.graph is None or (cube_id, period) in self.ledger.loaded:
+            return
+        stored = await self.graph.llm_spend(cube_id, period)
+        book = self.ledger.calls.setdefault((cube_id, period), {})
+        for key, tokens in stored.items():
+            book.setdefault(key, tokens)
+        self.ledger.loaded.add((cube_id, period))
 
     def _over_budget(self, task: Task[Ctx, Resp], ctx: Ctx, scope: metering.Scope | None,
                      period: str, spent: int, budget: int) -> Resp:

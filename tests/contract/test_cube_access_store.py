@@ -36,3 +36,18 @@ async def test_access_records_round_trip_and_stay_out_of_the_memories(
     assert back is not None and not back.may_read("bob") and back.owner == "alice"
     assert cube not in await graph_store.list_cubes()  # a record is not a memory
     assert not any((await graph_store.count_by_type(cube, status=None)).values())
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_llm_spend_is_kept_per_call_and_period(graph_store: GraphStore, cube: str) -> None:
+    assert await graph_store.llm_spend(cube, "2026-11-23") == {}
+    await graph_store.record_llm_spend(cube, "2026-11-23", "a", 40)
+    await graph_store.record_llm_spend(cube, "2026-11-23", "a", 40)  # a redelivery: same call
+    await graph_store.record_llm_spend(cube, "2026-11-23", "b", 25)
+    await graph_store.record_llm_spend(cube + "-x", "2026-11-23", "a", 7)
+    assert await graph_store.llm_spend(cube, "2026-11-23") == {"a": 40, "b": 25}
+    assert await graph_store.llm_spend(cube + "-x", "2026-11-23") == {"a": 7}
+    # a new period starts empty and the old one is dropped
+    assert await graph_store.llm_spend(cube, "2026-11-24") == {}
+    assert await graph_store.llm_spend(cube, "2026-11-23") == {}
+    assert cube not in await graph_store.list_cubes()

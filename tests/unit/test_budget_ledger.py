@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
+from sinks.memory_graph import InMemoryGraphStore
 from streams.llm.port import ChatMessage, LLMUsage, Task
 from streams.ops import metering
 from streams.ops.budget import MeteredLLM, period_of
@@ -75,3 +76,20 @@ def test_periods_are_utc_calendar_periods() -> None:
     when = _clock()
     assert [period_of(when, p) for p in ("hour", "day", "month")] == \
         ["2026-11-24T13", "2026-11-24", "2026-11"]
+
+
+async def test_a_restarted_worker_resumes_the_count_from_the_store() -> None:
+    graph = InMemoryGraphStore()  # passes the same contract suite as FalkorDB and Neo4j
+    settings = GovernanceSettings(cube_token_budgets={"c": 70})
+    first = MeteredLLM(CountingModel(), settings, _clock, graph=graph)
+    metering.enter("extraction", "c")
+    for text in ["one", "two"]:
+        await first.run(TASK, Ctx(text=text))
+    # a new worker (empty memory) takes over the cube: it knows "one" and "two" are paid
+    model = CountingModel()
+    second = MeteredLLM(model, settings, _clock, graph=graph)
+    assert (await second.run(TASK, Ctx(text="two"))).source == "model"  # redelivered
+    assert (await second.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70
+    assert (await second.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70
+    assert second.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 2
+    assert await graph.llm_spend("c", "2026-11-24") == second.ledger.calls[("c", "2026-11-24")]
