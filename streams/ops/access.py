@@ -23,7 +23,7 @@ class AccessDenied(PermanentError):
 
 
 async def check_read(deps: Deps, user_id: str, cube_id: str) -> None:
-    access = await deps.graph.get_cube_access(cube_id)
+    access = await deps.store.graph.get_cube_access(cube_id)
     if access is None:
         # No owner recorded: the user's own default cube, a cube nobody wrote yet, or one
         # written before access records existed (its memories name their user).
@@ -40,11 +40,11 @@ async def check_read(deps: Deps, user_id: str, cube_id: str) -> None:
 
 
 async def check_write(deps: Deps, user_id: str, cube_id: str) -> None:
-    access = await deps.graph.get_cube_access(cube_id)
+    access = await deps.store.graph.get_cube_access(cube_id)
     if access is None:
         owner = await earlier_owner(deps, cube_id) or user_id  # else the first writer
         access = CubeAccess(cube_id=cube_id, owner=owner)
-        await deps.graph.set_cube_access(access)
+        await deps.store.graph.set_cube_access(access)
         log.info("cube %s: owner %s", cube_id, owner)
     if not access.may_write(user_id):
         raise AccessDenied(f"user {user_id!r} may not write cube {cube_id!r} "
@@ -54,7 +54,7 @@ async def check_write(deps: Deps, user_id: str, cube_id: str) -> None:
 
 async def earlier_owner(deps: Deps, cube_id: str) -> str | None:
     """The user of a cube's memories written before it had an access record (None: empty)."""
-    nodes = await deps.graph.find_nodes(cube_id, limit=1)
+    nodes = await deps.store.graph.find_nodes(cube_id, limit=1)
     return nodes[0].metadata.user_id if nodes else None
 
 
@@ -82,7 +82,7 @@ async def check_records(deps: Deps, records: Sequence[Record[Any]]) -> None:
 
 async def share(deps: Deps, cmd: ShareCube | UnshareCube) -> str:
     """Apply a share or unshare by the cube's owner; returns what changed, in words."""
-    access = await deps.graph.get_cube_access(cmd.cube_id)
+    access = await deps.store.graph.get_cube_access(cmd.cube_id)
     if access is None:
         if cmd.user_id != cmd.cube_id:
             raise AccessDenied(f"user {cmd.user_id!r} does not own cube {cmd.cube_id!r}")
@@ -95,5 +95,5 @@ async def share(deps: Deps, cmd: ShareCube | UnshareCube) -> str:
             f"shared with {cmd.with_user_id} ({cmd.permission})"
     else:
         changed, said = access.unshared(cmd.with_user_id), f"unshared from {cmd.with_user_id}"
-    await deps.graph.set_cube_access(changed)
+    await deps.store.graph.set_cube_access(changed)
     return said
