@@ -122,8 +122,9 @@ async def _worker(settings: Settings) -> None:
     write_worker_file(settings.data_dir, state="starting")
     try:
         async with EmbeddedStack(settings) as stack, \
-                Worker(settings, stack.bootstrap, stack.graph_uri):
-            write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri)
+                Worker(settings, stack.bootstrap, stack.graph_uri) as running:
+            write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri,
+                              metrics=running.metrics_url)
             started = True
             click.echo(f"memstream worker running (kafka {stack.bootstrap}, graph "
                        f"{stack.graph_uri}); Ctrl-C to stop", err=True)
@@ -238,6 +239,11 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
             for topic, total in rows:
                 lag_table.add_row(topic, str(total))
             console.print(lag_table)
+    from memstream.services import recorded_worker
+    from topics.metrics_summary import summary_table
+
+    if st.worker_pid and (info := recorded_worker(settings.data_dir)) and info.get("metrics"):
+        console.print(await summary_table(str(info["metrics"])))
 
 
 @main.command()

@@ -34,9 +34,10 @@ def worker_file(data_dir: Path) -> Path:
 
 
 def write_worker_file(data_dir: Path, bootstrap: str | None = None,
-                      graph_uri: str | None = None, state: str = "running") -> None:
+                      graph_uri: str | None = None, state: str = "running",
+                      metrics: str | None = None) -> None:
     info = {"pid": os.getpid(), "state": state, "bootstrap": bootstrap, "graph": graph_uri,
-            "started": time.time()}
+            "started": time.time(), "metrics": metrics}
     data_dir.mkdir(parents=True, exist_ok=True)
     path = worker_file(data_dir)
     tmp = path.with_suffix(".tmp")

@@ -135,6 +135,34 @@ WITH n LIMIT $batch
 DETACH DELETE n
 RETURN count(*) AS deleted
 """
+# A cube's access record: one node outside the Memory label, shares as JSON lists.
+GET_CUBE_ACCESS = """
+MATCH (a:CubeAccess {cube_id: $cube_id})
+RETURN a.owner AS owner, a.readers AS readers, a.writers AS writers
+"""
+
+SET_CUBE_ACCESS = """
+MERGE (a:CubeAccess {cube_id: $cube_id})
+SET a.owner = $owner, a.readers = $readers, a.writers = $writers
+"""
+
+# LLM token spend per cube, period and call (the budget ledger), outside the Memory label.
+LLM_SPEND = """
+MATCH (s:LLMSpend {cube_id: $cube_id, period: $period})
+RETURN s.call AS call, s.tokens AS tokens
+"""
+
+DROP_OLD_LLM_SPEND = """
+MATCH (s:LLMSpend {cube_id: $cube_id})
+WHERE s.period <> $period
+DELETE s
+"""
+
+RECORD_LLM_SPEND = """
+MERGE (s:LLMSpend {cube_id: $cube_id, period: $period, call: $call})
+SET s.tokens = $tokens
+"""
+
 LIST_CUBES = """
 MATCH (n:Memory)
 RETURN DISTINCT n.cube_id AS cube_id

@@ -60,6 +60,9 @@ NEO4J: Final = Dialect(
             "CREATE FULLTEXT INDEX memory_search_text IF NOT EXISTS FOR (n:Memory) "
             "ON EACH [n.search_text] OPTIONS {indexConfig: {`fulltext.analyzer`: 'whitespace'}}",
         ),
+        # cube access records and the LLM budget ledger, looked up per request / per cube
+        ("cube_access", "CREATE INDEX cube_access IF NOT EXISTS FOR (n:CubeAccess) ON (n.cube_id)"),
+        ("llm_spend", "CREATE INDEX llm_spend IF NOT EXISTS FOR (n:LLMSpend) ON (n.cube_id)"),
     ),
     fulltext_call="CALL db.index.fulltext.queryNodes('memory_search_text', $text) "
     "YIELD node, score",
@@ -76,11 +79,15 @@ FALKORDB: Final = Dialect(
         *((p, f"CREATE INDEX FOR (n:Memory) ON (n.{p})") for p in _FALKORDB_INDEXED),
         # RediSearch underneath: English stemming and stopwords; words arrive tokenized.
         ("search_text", "CALL db.idx.fulltext.createNodeIndex('Memory', 'search_text')"),
+        # cube access records and the LLM budget ledger, looked up per request / per cube
+        ("CubeAccess.cube_id", "CREATE INDEX FOR (n:CubeAccess) ON (n.cube_id)"),
+        ("LLMSpend.cube_id", "CREATE INDEX FOR (n:LLMSpend) ON (n.cube_id)"),
     ),
     fulltext_call="CALL db.idx.fulltext.queryNodes('Memory', $text) YIELD node, score",
     fulltext_syntax="redisearch",
     indexed_properties=(
-        "CALL db.indexes() YIELD label, properties WHERE label = 'Memory' RETURN properties"
+        "CALL db.indexes() YIELD label, properties RETURN CASE label WHEN 'Memory' THEN "
+        "properties ELSE [p IN properties | label + '.' + p] END AS properties"
     ),
     # FalkorDB 4.16.3 answers `n.p < $x` / `n.p <= $x` with every node when a range index
     # on a string property serves it (> and >= are right). An expression is not served by

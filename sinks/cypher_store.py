@@ -7,6 +7,7 @@ two adapters cannot drift apart.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -25,6 +26,7 @@ from sinks.graph_props import (
     usage_json,
 )
 from sinks.ports import Direction, Filter, FilterField, GroupCount, StoreError, TagNeighbor
+from topics.access import CubeAccess
 from topics.models import (
     EDGE_TYPES,
     CubeGraph,
@@ -375,6 +377,31 @@ class CypherGraphStore(ABC):
     async def list_cubes(self) -> list[str]:
         rows = await self._read(cypher.LIST_CUBES, {})
         return [r["cube_id"] for r in rows if r["cube_id"] is not None]
+
+    async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
+        rows = await self._read(cypher.GET_CUBE_ACCESS, {"cube_id": cube_id})
+        if not rows:
+            return None
+        row = rows[0]
+        return CubeAccess(cube_id=cube_id, owner=row["owner"],
+                          readers=tuple(json.loads(row["readers"] or "[]")),
+                          writers=tuple(json.loads(row["writers"] or "[]")))
+
+    async def set_cube_access(self, access: CubeAccess) -> None:
+        await self._write(cypher.SET_CUBE_ACCESS, {
+            "cube_id": access.cube_id, "owner": access.owner,
+            "readers": json.dumps(list(access.readers)),
+            "writers": json.dumps(list(access.writers))})
+
+    async def llm_spend(self, cube_id: str, period: str) -> dict[str, int]:
+        params = {"cube_id": cube_id, "period": period}
+        await self._write(cypher.DROP_OLD_LLM_SPEND, params)
+        rows = await self._read(cypher.LLM_SPEND, params)
+        return {r["call"]: int(r["tokens"]) for r in rows}
+
+    async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
+        await self._write(cypher.RECORD_LLM_SPEND, {"cube_id": cube_id, "period": period,
+                                                    "call": call, "tokens": tokens})
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from sinks.ports import (
     StoreError,
     TagNeighbor,
 )
+from topics.access import CubeAccess
 from topics.models import (
     CubeGraph,
     Edge,
@@ -71,6 +72,8 @@ class InMemoryGraphStore:
     def __init__(self) -> None:
         self._nodes: dict[str, dict[str, MemoryItem]] = {}
         self._edges: dict[str, dict[_EdgeKey, Edge]] = {}
+        self._access: dict[str, CubeAccess] = {}
+        self._spend: dict[str, tuple[str, dict[str, int]]] = {}  # cube -> (period, calls)
 
     async def ensure_schema(self) -> None:
         """Nothing to create."""
@@ -408,3 +411,21 @@ class InMemoryGraphStore:
 
     async def list_cubes(self) -> list[str]:
         return sorted(c for c, nodes in self._nodes.items() if nodes)
+
+    async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
+        return self._access.get(cube_id)
+
+    async def set_cube_access(self, access: CubeAccess) -> None:
+        self._access[access.cube_id] = access
+
+    async def llm_spend(self, cube_id: str, period: str) -> dict[str, int]:
+        held = self._spend.get(cube_id)
+        if held is None or held[0] != period:
+            self._spend[cube_id] = (period, {})
+        return dict(self._spend[cube_id][1])
+
+    async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
+        held = self._spend.get(cube_id)
+        if held is None or held[0] != period:
+            held = self._spend[cube_id] = (period, {})
+        held[1][call] = tokens

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from topics.access import CubeAccess
 from topics.models import (
     CubeGraph,
     Edge,
@@ -204,6 +205,22 @@ class GraphStore(Protocol):
     async def clear_cube(self, cube_id: str) -> int: ...
 
     async def list_cubes(self) -> list[str]: ...
+
+    async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
+        """The cube's access record (owner, shares), or None if it has none yet."""
+        ...
+
+    async def set_cube_access(self, access: CubeAccess) -> None:
+        """Write the cube's access record (an upsert)."""
+        ...
+
+    async def llm_spend(self, cube_id: str, period: str) -> dict[str, int]:
+        """LLM tokens the cube spent in ``period``, per call key; drops earlier periods."""
+        ...
+
+    async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
+        """Record (upsert) the tokens of one call of the cube in ``period``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 from faust.types import EventT
 
 from streams.lane import LaneHandler, RequestLane
+from streams.ops.access import check_records
 from streams.runtime import (
     Deps,
     Outgoing,
@@ -314,6 +315,7 @@ def register_stage(
     stats = StageStats()
 
     async def run(records: Sequence[Record[Any]]) -> list[Outgoing]:
+        await check_records(deps, records)  # the user may write (or read) the cube
         return await logic(records, deps)
 
     handler = make_batch_handler(stage, spec, run, deps.settings.worker, deps.clock, stats,

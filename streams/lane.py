@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -128,9 +129,12 @@ class RequestLane:
                     task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, tp: TopicPartition, raw: RawRecord) -> None:
+        started = time.perf_counter()
         try:
             await self.handler(raw)
             self.stats.processed += 1
+            if self.stats.latency is not None:
+                self.stats.latency.observe(time.perf_counter() - started)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - one bad record never stops the lane

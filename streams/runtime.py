@@ -18,15 +18,17 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 from pydantic import BaseModel, ValidationError
 
 from sinks.ports import StoreUnavailable
-from topics.events import DeadLetter, Event, Origin
+from streams.ops import metering
+from topics.events import DeadLetter, Event, MemoryUpdate, Origin
+from topics.ids import derived_event_id
 from topics.limits import check_content, check_raw
-from topics.registry import DEAD_LETTER, TopicSpec
+from topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
 from topics.settings import LimitsSettings, Settings, WorkerSettings
 from topics.shred import unseal
 
@@ -104,6 +106,22 @@ class Pause:
             self.since = None
 
 
+class _Counter(Protocol):
+    def inc(self, amount: float = ...) -> None: ...
+
+
+class WorkerOps(Protocol):
+    """What stage logic reports to, and reads from, the worker's metrics
+    (``streams.ops.metrics.WorkerMetrics``)."""
+
+    @property
+    def search_degraded(self) -> _Counter: ...
+
+    def search(self, mode: str, seconds: float) -> None: ...
+
+    def extraction_lag(self) -> int | None: ...
+
+
 @dataclass
 class Deps:
     """Everything a stage's logic may use, built once per worker.
@@ -123,6 +141,8 @@ class Deps:
     # so the command stage never imports what imports it.
     command_handlers: dict[str, Callable[[Any, Deps], Awaitable[list[Outgoing]]]] = field(
         default_factory=dict)
+
+    ops: WorkerOps | None = None  # the worker's metrics (and sampled lag), if measured
 
     @property
     def query(self) -> MemoryQuery:
@@ -171,6 +191,7 @@ class StageStats:
     retries: int = 0
     paused: int = 0  # attempts that waited for an unreachable store or broker
     by_error: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    latency: Any = None  # a histogram observing each cube batch's handling time (metrics)
 
 
 def dead_letter(
@@ -218,6 +239,20 @@ def dead_letter(
         attempts=attempts,
     )
     return Outgoing(DEAD_LETTER, letter, key=raw.key)
+
+
+def budget_update(notice: metering.BudgetNotice, cause: Event, clock: Clock) -> MemoryUpdate:
+    """The announcement that a cube's stage ran out of LLM budget (once per period and stage;
+    a redelivery re-sends it under the same event id)."""
+    doing = "uses the rules stand-in" if notice.action == "rules" else \
+        "defers its events to the dead-letter topic (re-drive them later)"
+    return MemoryUpdate(
+        event_id=derived_event_id("budget_exceeded", notice.cube_id, notice.period,
+                                  notice.stage),
+        user_id=cause.user_id, cube_id=notice.cube_id, occurred_at=clock(),
+        action="budget_exceeded", stage=notice.stage, cause_event_id=cause.event_id,
+        reason=f"LLM token budget spent: {notice.spent} of {notice.budget} tokens for "
+               f"{notice.period}; {notice.stage} {doing} until the period ends")
 
 
 def decode(spec: TopicSpec, raw: RawRecord, limits: LimitsSettings) -> BaseModel:
@@ -329,6 +364,16 @@ def make_batch_handler(
     backoff = worker.retry_backoff_s
 
     async def run_cube(records: list[Record[Any]]) -> list[Outgoing]:
+        # The scope tells the metered LLM whose tokens these are (this runs in its own task).
+        scope = metering.enter(stage, records[0].value.cube_id)
+        started = time.perf_counter()
+        out = await run_cube_logged(records)
+        if stats.latency is not None:
+            stats.latency.observe(time.perf_counter() - started)
+        return out + [Outgoing(MEMORY_UPDATES, budget_update(n, records[0].value, clock))
+                      for n in scope.notices]
+
+    async def run_cube_logged(records: list[Record[Any]]) -> list[Outgoing]:
         out, error, _ = await with_retries(stage, lambda: logic(records), retries, backoff, stats)
         if error is None:
             return out

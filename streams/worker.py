@@ -27,13 +27,15 @@ from streams.lifecycle.agent import register as register_lifecycle
 from streams.llm.factory import create_llm
 from streams.llm.port import LLM
 from streams.memory.agent import register as register_memory
+from streams.ops.budget import MeteredLLM
+from streams.ops.metrics import WorkerMetrics
 from streams.reorganize.agent import register as register_reorganize
 from streams.replay.commands import run_replay_command
 from streams.replay.views import ViewMap
 from streams.runtime import Clock, Deps, StageStats
 from streams.scheduler.agent import register as register_scheduler
 from streams.search.agent import register as register_search
-from topics.admin import ensure_topics
+from topics.admin import ensure_topics, worker_lag
 from topics.events import WriteToken
 from topics.kafka_compat import configure_fetch_pause, needs_pause
 from topics.members import remove_stale_members
@@ -77,19 +79,23 @@ class Worker:
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
     _keys: Path | None = field(default=None, init=False)
+    metrics: WorkerMetrics | None = field(default=None, init=False)
+    metrics_url: str | None = field(default=None, init=False)  # its /metrics endpoint
 
     async def open_deps(self) -> Deps:
         """Connect the stores and providers (without consuming anything)."""
         s = self.settings
-        llm = self.llm or create_llm(s.llm)
+        self.metrics = WorkerMetrics(s)
         embedder = self.embedder or create_embedder(s.embedder, s.limits.embed_chars)
         graph = create_graph_store(s, self.graph_uri)
         await graph.ensure_schema()
+        llm = MeteredLLM(self.llm or create_llm(s.llm), s.governance, self.clock, self.metrics,
+                         graph)
         vectors = create_vector_store(s, embedder.dim)
         await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder,
                          store=MemoryStore(graph, vectors), clock=self.clock,
-                         bootstrap=self.bootstrap,
+                         bootstrap=self.bootstrap, ops=self.metrics,
                          command_handlers=dict.fromkeys(("replay", "promote", "drop_views"),
                                                         run_replay_command))
         return self.deps
@@ -120,11 +126,16 @@ class Worker:
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
         await self.app.start()
+        if self.metrics is not None:
+            self.metrics.bind(self.stats)
+            self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
         limit_blas_threads(s.worker.blas_threads)  # once the stores have loaded theirs
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.app is not None:
             await self.app.stop()
             self.app = None

@@ -229,6 +229,8 @@ class LifecycleSweep(Event):
     wall clock at processing, so a redelivered sweep decides the same)."""
 
     command: Literal["lifecycle"] = "lifecycle"
+
+
 class ReplayCube(Event):
     """Rebuild a cube's views from the retained log (``streams/replay``).
 
@@ -265,10 +267,26 @@ class DropViews(Event):
     command: Literal["drop_views"] = "drop_views"
 
 
+class ShareCube(Event):
+    """The cube's owner (``user_id``) lets ``with_user_id`` read it, or also write it."""
+
+    command: Literal["share_cube"] = "share_cube"
+    with_user_id: str = Field(min_length=1)
+    permission: Literal["read", "write"] = "read"
+
+
+class UnshareCube(Event):
+    """The cube's owner (``user_id``) withdraws what it shared with ``with_user_id``."""
+
+    command: Literal["unshare_cube"] = "unshare_cube"
+    with_user_id: str = Field(min_length=1)
+
+
 MemoryCommand = Annotated[
     UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube
     | FreezeNodes | UnfreezeNodes | LifecycleSweep
-    | ReplayCube | PromoteCube | DropViews,
+    | ReplayCube | PromoteCube | DropViews
+    | ShareCube | UnshareCube,
     Field(discriminator="command"),
 ]
 
@@ -290,6 +308,8 @@ UpdateAction = Literal[
     "refused",  # a change a frozen node was spared (a merge, an update); ``reason`` says why
     "replayed",
     "promoted",
+    "shared",  # share_cube / unshare_cube changed who may use the cube (reason says how)
+    "budget_exceeded",  # the cube spent its LLM token budget; reason says what its stages do
 ]
 
 

@@ -273,6 +273,34 @@ class ErasureSettings(BaseModel):
 
     enabled: bool | None = None
     key_dir: Path | None = None  # None: <data_dir>/keys
+class MetricsSettings(BaseModel):
+    """The worker's Prometheus endpoint (``/metrics``) and its samplers."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # 0.0.0.0 in a container, so Prometheus can scrape it
+    port: int = Field(default=0, ge=0, le=65535)  # 0: a free port, recorded in worker.json
+    # How often the stages' counters and the consumer lag are sampled (records/s, lag gauges,
+    # and the extraction lag that degrades fine search).
+    sample_interval_s: float = Field(default=5.0, gt=0)
+    rate_window_s: float = Field(default=60.0, gt=0)  # records/s is averaged over this window
+    cube_labels: bool = True  # LLM metrics per cube; off for very many cubes (label cardinality)
+
+
+class GovernanceSettings(BaseModel):
+    """LLM cost governance: token budgets per cube and period, and search under backlog."""
+
+    token_budget: int | None = Field(default=None, ge=0)  # per cube and period; None: unlimited
+    cube_token_budgets: dict[str, int] = Field(default_factory=dict)  # per-cube overrides
+    budget_period: Literal["hour", "day", "month"] = "day"  # UTC calendar periods
+    # A cube over budget: its stages use the rules stand-in ("rules"), or their events are
+    # dead-lettered to be re-driven in a later period ("defer"; search always uses rules).
+    over_budget: Literal["rules", "defer"] = "rules"
+    # Extraction lag (records not yet extracted, over all partitions) above which a fine
+    # search runs as fast (the reply's mode_used says so); None: never degrade.
+    search_degrade_lag: int | None = Field(default=1000, ge=0)
+
+    def budget_of(self, cube_id: str) -> int | None:
+        return self.cube_token_budgets.get(cube_id, self.token_budget)
 
 
 class Settings(BaseSettings):
@@ -309,6 +337,8 @@ class Settings(BaseSettings):
         if on is None:
             on = self.kafka.bootstrap_servers is None
         return (self.erasure.key_dir or self.data_dir / "keys") if on else None
+    metrics: MetricsSettings = MetricsSettings()
+    governance: GovernanceSettings = GovernanceSettings()
 
     def topic(self, suffix: str) -> str:
         """Full topic name for a registry suffix such as ``memory.items``."""

@@ -15,6 +15,7 @@ from typing import Any
 from sinks.dump import backup_cube, dump_cube, load_cube
 from streams.core.lifecycle import set_frozen, sweep
 from streams.core.working_memory import replace_working_memory, working_copy
+from streams.ops.access import share
 from streams.runtime import Deps, Outgoing, PermanentError, Record
 from topics.events import (
     BackupCube,
@@ -31,7 +32,9 @@ from topics.events import (
     ReorganizeEvent,
     ReplaceWorkingMemory,
     ReplayCube,
+    ShareCube,
     UnfreezeNodes,
+    UnshareCube,
     UpdateNode,
 )
 from topics.ids import derived_event_id, working_copy_id
@@ -147,6 +150,9 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
             if (handler := deps.command_handlers.get(cmd.command)) is None:
                 raise CommandRejected(f"{cmd.command} is not available in this worker")
             return await handler(cmd, deps)
+        case ShareCube() | UnshareCube():
+            said = await share(deps, cmd)
+            return [_update(cmd, deps, "shared", None, reason=said)]
     raise CommandRejected(f"unsupported command {type(cmd).__name__}")
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from streams.llm.jsonfix import JSONRecoveryError, recover_json
 from streams.llm.openai_client import openai_client, status_message
 from streams.llm.port import ChatMessage, Ctx, LLMError, LLMUsage, Resp, Task
+from streams.ops import metering
 from topics.settings import LLMSettings
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class OpenAILLM:
             for counter in (self.usage, self._task_usage(task_name)):
                 counter.prompt_tokens += usage.prompt_tokens or 0
                 counter.completion_tokens += usage.completion_tokens or 0
+            metering.add_tokens(usage.prompt_tokens or 0, usage.completion_tokens or 0)
         if not completion.choices:
             raise _Attempt("the answer has no choices")
         content: str | None = completion.choices[0].message.content

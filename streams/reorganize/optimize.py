@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from streams.llm.port import LLMError
+from streams.ops import metering
 from streams.prompts.members import MemberNote
 from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from streams.reorganize import asof
@@ -162,6 +163,7 @@ async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope],
             continue
         scopes.dirty.discard(scope)
         scopes.running.add(scope)
+        metering.enter(STAGE, scope[0])  # its summaries' LLM tokens are the cube's
         try:  # a failure fails the event that placed the run: it is retried, never skipped
             out += await optimize_scope(deps, scope, at)
             scopes.runs += 1

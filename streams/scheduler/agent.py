@@ -22,6 +22,8 @@ import faust
 
 from streams.app import BatchHandler, BoundTopics, register_batch_agent
 from streams.core.working_memory import SINK_STAGE, apply_replacements
+from streams.ops import metering
+from streams.ops.access import check_write
 from streams.runtime import (
     Deps,
     Outgoing,
@@ -134,8 +136,10 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
         msg = record.value
         key = state_key(msg.user_id, msg.cube_id)
         done: list[Step] = []
+        metering.enter(STAGE, msg.cube_id)  # the model's tokens are the cube's
 
         async def attempt() -> list[Outgoing]:
+            await check_write(deps, msg.user_id, msg.cube_id)  # it refreshes working memory
             label = route(msg.label, record.raw.topic, deps.settings)
             state = states.get(key) or CubeState.new(msg, record.raw.partition, deps.clock())
             done[:] = [await handle(label, msg, state, deps, query_vectors)]

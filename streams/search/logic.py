@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,9 @@ import numpy as np
 from pydantic import ValidationError
 
 from streams.core.retrieval import search
+from streams.ops import metering
+from streams.ops.access import AccessDenied, check_read
+from streams.ops.governance import degrade
 from streams.runtime import Deps, Outgoing, RawRecord, dead_letter
 from topics.events import (
     ErrorInfo,
@@ -216,12 +220,18 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     address = {"user_id": req.user_id, "cube_id": req.cube_id,
                "correlation_id": req.correlation_id, "reply_to": req.reply_to,
                "reply_partition": req.reply_partition, "requester": req.requester}
-    if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
-        req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
+    metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
+        await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
+        if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
+            req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
+        req = degrade(req, deps)
+        started = time.perf_counter()
         result, used = await _dispatch(req, deps, wait)
-    except (UnknownCube, ValueError, TimeoutError) as exc:
+        if isinstance(result, SearchResult) and deps.ops is not None:
+            deps.ops.search(result.mode_used, time.perf_counter() - started)
+    except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
         log.exception("request %s failed", req.correlation_id)

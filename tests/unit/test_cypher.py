@@ -80,12 +80,17 @@ def test_neo4j_ddl_is_idempotent_and_named() -> None:
     for key, statement in cypher.NEO4J.schema:
         assert statement.startswith(("CREATE CONSTRAINT ", "CREATE INDEX ",
                                      "CREATE FULLTEXT INDEX "))
-        assert f" {key} IF NOT EXISTS FOR (n:Memory) " in statement
+        label = "Memory" if key not in ("cube_access", "llm_spend") else \
+            {"cube_access": "CubeAccess", "llm_spend": "LLMSpend"}[key]
+        assert f" {key} IF NOT EXISTS FOR (n:{label}) " in statement
     assert cypher.NEO4J.indexed_properties is None
     assert "memory_search_text" in cypher.NEO4J.fulltext_call
     for key, statement in cypher.FALKORDB.schema:
         if key == cypher.SEARCH_TEXT:  # the full-text index, by procedure
             assert statement == "CALL db.idx.fulltext.createNodeIndex('Memory', 'search_text')"
+        elif "." in key:  # another label's index, listed as label.property
+            label, prop = key.split(".")
+            assert statement == f"CREATE INDEX FOR (n:{label}) ON (n.{prop})"
         else:
             assert statement == f"CREATE INDEX FOR (n:Memory) ON (n.{key})"
     assert cypher.FALKORDB.indexed_properties is not None

@@ -1,0 +1,1 @@
+"""Operating a worker: metrics, LLM cost governance and cube access checks."""

@@ -1,0 +1,195 @@
+"""A worker's Prometheus metrics, served on its own HTTP endpoint (``/metrics``).
+
+Each worker has its own registry (several workers may share a process in tests). Stage
+counters (records, dead letters, retries) are read from the stages' ``StageStats`` when
+scraped; records/s is averaged over ``metrics.rate_window_s`` from periodic samples; the
+consumer lag per topic-partition is sampled from the broker every ``sample_interval_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from topics.settings import Settings
+
+if TYPE_CHECKING:
+    from streams.runtime import StageStats
+
+log = logging.getLogger("memstream.metrics")
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0, 60.0)
+LagProbe = Callable[[], Awaitable[dict[str, dict[int, int]]]]
+
+
+class _StageCollector(Collector):
+    def __init__(self, metrics: WorkerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        m = self.metrics
+        records = CounterMetricFamily("memstream_stage_records", "Records handled per stage",
+                                      labels=["stage"])
+        dead = CounterMetricFamily("memstream_dead_letters", "Events dead-lettered per stage",
+                                   labels=["stage"])
+        retries = CounterMetricFamily("memstream_stage_retries", "Retried attempts per stage",
+                                      labels=["stage"])
+        rate = GaugeMetricFamily("memstream_stage_records_per_second",
+                                 "Records handled per second, averaged over the rate window",
+                                 labels=["stage"])
+        now = time.monotonic()
+        for name, stats in sorted(m.stats.items()):
+            records.add_metric([name], stats.processed)
+            dead.add_metric([name], stats.dead_lettered)
+            retries.add_metric([name], stats.retries)
+            rate.add_metric([name], m.rate(name, stats.processed, now))
+        lag = GaugeMetricFamily("memstream_consumer_lag",
+                                "Records the workers have not yet processed, per input "
+                                "topic-partition (all workers of the group)",
+                                labels=["topic", "partition"])
+        for (topic, partition), value in sorted(m.lag.items()):
+            lag.add_metric([topic, str(partition)], value)
+        yield from (records, dead, retries, rate, lag)
+
+
+class WorkerMetrics:
+    """The metrics of one worker, and the samplers and endpoint that serve them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.stats: dict[str, StageStats] = {}
+        self.lag: dict[tuple[str, int], int] = {}
+        self.lag_at: float | None = None
+        self._samples: dict[str, deque[tuple[float, int]]] = {}
+        self.stage_seconds = Histogram(
+            "memstream_stage_handling_seconds", "Time to handle one cube's batch (or one "
+            "request), per stage", ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.llm_calls = Counter("memstream_llm_calls", "LLM tasks run, per stage and cube",
+                                 ["stage", "cube", "task", "outcome"], registry=r)
+        self.llm_tokens = Counter("memstream_llm_tokens", "LLM tokens used, per stage and cube",
+                                  ["stage", "cube", "kind"], registry=r)
+        self.llm_seconds = Histogram("memstream_llm_call_seconds",
+                                     "Duration of an LLM task (with its retries)",
+                                     ["stage", "cube"], buckets=LATENCY_BUCKETS, registry=r)
+        self.search_seconds = Histogram("memstream_search_seconds",
+                                        "Search latency by the mode actually used", ["mode"],
+                                        buckets=LATENCY_BUCKETS, registry=r)
+        self.search_degraded = Counter("memstream_search_degraded",
+                                       "Fine searches run as fast because extraction lags",
+                                       registry=r)
+        self.over_budget = Counter("memstream_llm_budget_exceeded",
+                                   "LLM tasks not sent because the cube spent its budget",
+                                   ["cube", "stage", "action"], registry=r)
+        self.spent = Gauge("memstream_llm_budget_spent_tokens",
+                           "Tokens a cube with a budget spent in the current period", ["cube"],
+                           registry=r)
+        r.register(_StageCollector(self))
+        self._server: Any = None
+        self._sampler: asyncio.Task[None] | None = None
+        self.url: str | None = None
+
+    # -- recording --------------------------------------------------------------------------
+
+    def bind(self, stats: dict[str, StageStats]) -> None:
+        """Measure these stages: their counters when scraped, their handling time as it runs."""
+        self.stats = stats
+        for name, s in stats.items():
+            s.latency = self.stage_seconds.labels(name)
+
+    def _cube(self, cube_id: str) -> str:
+        return cube_id if self.settings.metrics.cube_labels else ""
+
+    def llm_call(self, stage: str, cube_id: str, task: str, outcome: str, prompt: int,
+                 completion: int, seconds: float) -> None:
+        cube = self._cube(cube_id)
+        self.llm_calls.labels(stage, cube, task, outcome).inc()
+        if prompt:
+            self.llm_tokens.labels(stage, cube, "prompt").inc(prompt)
+        if completion:
+            self.llm_tokens.labels(stage, cube, "completion").inc(completion)
+        self.llm_seconds.labels(stage, cube).observe(seconds)
+
+    def budget_spent(self, cube_id: str, tokens: int) -> None:
+        self.spent.labels(cube_id).set(tokens)
+
+    def budget_exceeded(self, cube_id: str, stage: str, action: str) -> None:
+        self.over_budget.labels(cube_id, stage, action).inc()
+
+    def search(self, mode: str, seconds: float) -> None:
+        self.search_seconds.labels(mode).observe(seconds)
+
+    def rate(self, stage: str, processed: int, now: float) -> float:
+        samples = self._samples.get(stage)
+        if not samples:
+            return 0.0
+        then, count = samples[0]
+        return (processed - count) / (now - then) if now - then > 0 else 0.0
+
+    def extraction_lag(self) -> int | None:
+        """Records of ``conversations`` not yet extracted (last sample), None before one."""
+        if self.lag_at is None:
+            return None
+        name = self.settings.topic("conversations")
+        return sum(v for (topic, _), v in self.lag.items() if topic == name)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def sample(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        window = self.settings.metrics.rate_window_s
+        for name, stats in self.stats.items():
+            samples = self._samples.setdefault(name, deque())
+            samples.append((now, stats.processed))
+            while len(samples) > 1 and now - samples[1][0] >= window:
+                samples.popleft()
+
+    async def sample_lag(self, probe: LagProbe) -> None:
+        lag = await probe()
+        self.lag = {(topic, p): v for topic, parts in lag.items() for p, v in parts.items()}
+        self.lag_at = time.monotonic()
+
+    async def run_samplers(self, probe: LagProbe) -> None:
+        interval = self.settings.metrics.sample_interval_s
+        while True:
+            self.sample()
+            try:
+                await self.sample_lag(probe)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a lag probe failing must not stop sampling
+                log.debug("lag probe failed: %s", exc)
+            await asyncio.sleep(interval)
+
+    def start(self, probe: LagProbe) -> str | None:
+        """Start the samplers and (if enabled) the HTTP endpoint; returns its URL."""
+        self._sampler = asyncio.create_task(self.run_samplers(probe), name="metrics-sampler")
+        m = self.settings.metrics
+        if not m.enabled:
+            return None
+        server, _thread = start_http_server(m.port, m.host, registry=self.registry)
+        self._server = server
+        host = "127.0.0.1" if m.host in ("0.0.0.0", "") else m.host  # noqa: S104 - a comparison
+        self.url = f"http://{host}:{server.server_port}/metrics"
+        log.info("metrics at %s", self.url)
+        return self.url
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+            self._sampler = None
+        if self._server is not None:
+            server, self._server = self._server, None
+            await asyncio.to_thread(server.shutdown)
+            server.server_close()

@@ -1,0 +1,102 @@
+"""Token budgets count each distinct question once: a redelivered event asks the same
+questions, so replaying the log never spends a cube's budget twice (streams/ops/budget.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import BaseModel
+
+from sinks.memory_graph import InMemoryGraphStore
+from streams.llm.port import ChatMessage, LLMUsage, Task
+from streams.llm.rules import STAND_INS
+from streams.ops import metering
+from streams.ops.budget import MeteredLLM, period_of
+from topics.settings import GovernanceSettings
+
+
+class Ctx(BaseModel):
+    text: str
+    now: datetime = datetime(2026, 11, 24, tzinfo=UTC)  # when it was asked: not the question
+
+
+class Answer(BaseModel):
+    source: str
+
+
+def _render(ctx: Ctx) -> list[ChatMessage]:
+    return [{"role": "user", "content": ctx.text}]
+
+
+TASK = Task(name="demo", render=_render, response=Answer)
+
+
+@pytest.fixture(autouse=True)
+def demo_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules path a cube over budget falls back to, for this test's task."""
+    monkeypatch.setitem(STAND_INS, TASK.name, lambda ctx: Answer(source="rules"))
+
+
+class CountingModel:
+    """A provider that reports 25 + 5 tokens per request, as the OpenAI provider does."""
+
+    name = "openai"
+
+    def __init__(self) -> None:
+        self.usage = LLMUsage()
+
+    async def run(self, task: Task[Ctx, Answer], ctx: Ctx) -> Answer:
+        self.usage.calls += 1
+        metering.add_tokens(25, 5)
+        return Answer(source="model")
+
+    async def close(self) -> None:
+        return None
+
+
+def _clock() -> datetime:
+    return datetime(2026, 11, 24, 13, 5, tzinfo=UTC)
+
+
+async def test_a_repeated_question_is_counted_once_and_the_budget_holds() -> None:
+    model = CountingModel()
+    llm = MeteredLLM(model, GovernanceSettings(cube_token_budgets={"c": 70}), _clock)
+    metering.enter("extraction", "c")
+    for text in ["one", "one", "two", "one", "two"]:  # a redelivery asks "one" again
+        assert (await llm.run(TASK, Ctx(text=text))).source == "model"
+    assert llm.ledger.spent("c", "2026-11-24") == 60  # "one" and "two", once each
+    assert (await llm.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70: allowed
+    assert (await llm.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70: not sent
+    assert model.usage.calls == 6
+    # a redelivered question already paid for (asked later: another `now`) is still
+    # answered by the model, and not counted again
+    later = datetime(2026, 11, 24, 18, tzinfo=UTC)
+    assert (await llm.run(TASK, Ctx(text="three", now=later))).source == "model"
+    assert llm.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 7
+    scope = metering.current()
+    assert scope is not None and len(scope.notices) == 1
+    assert (scope.notices[0].spent, scope.notices[0].budget) == (90, 70)
+
+
+def test_periods_are_utc_calendar_periods() -> None:
+    when = _clock()
+    assert [period_of(when, p) for p in ("hour", "day", "month")] == \
+        ["2026-11-24T13", "2026-11-24", "2026-11"]
+
+
+async def test_a_restarted_worker_resumes_the_count_from_the_store() -> None:
+    graph = InMemoryGraphStore()  # passes the same contract suite as FalkorDB and Neo4j
+    settings = GovernanceSettings(cube_token_budgets={"c": 70})
+    first = MeteredLLM(CountingModel(), settings, _clock, graph=graph)
+    metering.enter("extraction", "c")
+    for text in ["one", "two"]:
+        await first.run(TASK, Ctx(text=text))
+    # a new worker (empty memory) takes over the cube: it knows "one" and "two" are paid
+    model = CountingModel()
+    second = MeteredLLM(model, settings, _clock, graph=graph)
+    assert (await second.run(TASK, Ctx(text="two"))).source == "model"  # redelivered
+    assert (await second.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70
+    assert (await second.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70
+    assert second.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 2
+    assert await graph.llm_spend("c", "2026-11-24") == second.ledger.calls[("c", "2026-11-24")]

@@ -1,0 +1,86 @@
+"""What ``memstream status`` shows of a worker's metrics: read from its ``/metrics`` endpoint
+(the URL the worker records in ``worker.json``) and summarised per stage."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from dataclasses import dataclass, field
+
+from prometheus_client.parser import text_string_to_metric_families
+from rich.table import Table
+
+
+@dataclass
+class StageSummary:
+    records: float = 0.0
+    per_second: float = 0.0
+    dead_letters: float = 0.0
+    retries: float = 0.0
+
+
+@dataclass
+class MetricsSummary:
+    stages: dict[str, StageSummary] = field(default_factory=dict)
+    llm_tokens: float = 0.0
+    llm_calls: float = 0.0
+    budget_exceeded: float = 0.0
+
+    @property
+    def dead_letters(self) -> float:
+        return sum(s.dead_letters for s in self.stages.values())
+
+
+def parse(text: str) -> MetricsSummary:
+    """The summary of one scrape (Prometheus text format)."""
+    out = MetricsSummary()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            stage = sample.labels.get("stage", "")
+            match sample.name:
+                case "memstream_stage_records_total":
+                    out.stages.setdefault(stage, StageSummary()).records = sample.value
+                case "memstream_stage_records_per_second":
+                    out.stages.setdefault(stage, StageSummary()).per_second = sample.value
+                case "memstream_dead_letters_total":
+                    out.stages.setdefault(stage, StageSummary()).dead_letters = sample.value
+                case "memstream_stage_retries_total":
+                    out.stages.setdefault(stage, StageSummary()).retries = sample.value
+                case "memstream_llm_tokens_total":
+                    out.llm_tokens += sample.value
+                case "memstream_llm_calls_total":
+                    out.llm_calls += sample.value
+                case "memstream_llm_budget_exceeded_total":
+                    out.budget_exceeded += sample.value
+    return out
+
+
+def _get(url: str, timeout_s: float) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {url}")
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - checked above
+        body: bytes = response.read()
+    return body.decode("utf-8")
+
+
+async def fetch(url: str, timeout_s: float = 3.0) -> MetricsSummary:
+    return parse(await asyncio.to_thread(_get, url, timeout_s))
+
+
+async def summary_table(url: str) -> Table | str:
+    """A table for the terminal: per stage records, records/s, dead letters, retries."""
+    try:
+        summary = await fetch(url)
+    except (OSError, ValueError) as exc:
+        return f"metrics: cannot read {url} ({exc})"
+    table = Table("stage", "records", "records/s", "dead letters", "retries",
+                  title=f"worker metrics ({url})", title_justify="left")
+    for name, s in sorted(summary.stages.items()):
+        table.add_row(name, f"{s.records:.0f}", f"{s.per_second:.1f}", f"{s.dead_letters:.0f}",
+                      f"{s.retries:.0f}")
+    table.add_row("all", f"{sum(s.records for s in summary.stages.values()):.0f}", "",
+                  f"{summary.dead_letters:.0f}", "", style="bold")
+    table.caption = (f"LLM: {summary.llm_calls:.0f} calls, {summary.llm_tokens:.0f} tokens"
+                     + (f"; {summary.budget_exceeded:.0f} refused over budget"
+                        if summary.budget_exceeded else ""))
+    return table
