@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memstream.stack import EmbeddedStack  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.settings import KafkaSettings, Settings  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.settings import KafkaSettings, Settings  # noqa: E402
 
 
 def _split(words: str, sep: str | None = None) -> tuple[str, ...]:

@@ -23,19 +23,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memstream.stack import EmbeddedStack  # noqa: E402
-from streams.extraction.logic import extract_chunk  # noqa: E402
-from streams.memory.logic import add_memories  # noqa: E402
-from streams.runtime import RawRecord, Record  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.events import (  # noqa: E402
+from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
+from memstream.streams.memory.logic import add_memories  # noqa: E402
+from memstream.streams.runtime import RawRecord, Record  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.events import (  # noqa: E402
     ConversationChunk,
     ExtractedMemory,
     MemoryUpdate,
     Message,
     Origin,
 )
-from topics.settings import Settings  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
 
 SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
             "gardening", "sailing", "photography", "baking", "yoga", "skiing", "opera"]

@@ -29,16 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streams.core.subjects import different_subjects  # noqa: E402
-from streams.embed.local import LocalEmbedder  # noqa: E402
-from streams.llm.rules import stand_in
-from streams.prompts.conflict import (  # noqa: E402
+from memstream.streams.core.subjects import different_subjects  # noqa: E402
+from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
+from memstream.streams.llm.rules import stand_in
+from memstream.streams.prompts.conflict import (  # noqa: E402
     RELATION_JUDGE,
     JudgeContext,
     MemoryStatement,
     Relation,
 )
-from topics.settings import MemorySettings  # noqa: E402
+from memstream.topics.settings import MemorySettings  # noqa: E402
 
 LABELS: tuple[Relation, ...] = ("contradictory", "redundant", "independent")
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "merge_pairs.jsonl"

@@ -26,15 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiokafka import TopicPartition  # noqa: E402
 
+from memstream.sinks.dump import export_cube  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
-from sinks.dump import export_cube  # noqa: E402
-from streams.runtime import Deps  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.events import DropViews, Message, ReplayCube, WriteToken  # noqa: E402
-from topics.progress import Progress  # noqa: E402
-from topics.registry import REORGANIZE_HIGH  # noqa: E402
-from topics.settings import Settings  # noqa: E402
+from memstream.streams.runtime import Deps  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.events import DropViews, Message, ReplayCube, WriteToken  # noqa: E402
+from memstream.topics.progress import Progress  # noqa: E402
+from memstream.topics.registry import REORGANIZE_HIGH  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
 
 SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
             "gardening", "sailing", "photography", "baking", "yoga", "skiing", "opera"]

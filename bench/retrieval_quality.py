@@ -39,12 +39,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memstream.stack import EmbeddedStack  # noqa: E402
-from streams.embed.local import LocalEmbedder  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.admin import worker_lag  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.events import ScoredMemory, WriteToken  # noqa: E402
-from topics.settings import Settings  # noqa: E402
+from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.admin import worker_lag  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.events import ScoredMemory, WriteToken  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
 
 # Questions with no evidence to retrieve (LoCoMo's adversarial category) are left out by
 # default; --skip-categories changes it, --category-names labels the per-category table.

@@ -31,16 +31,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.search import make_nodes, memory_texts, pct  # noqa: E402
+from memstream.sinks.vector_cache import CachedVectorStore  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
-from sinks.vector_cache import CachedVectorStore  # noqa: E402
-from streams.core.working_memory import working_copy  # noqa: E402
-from streams.scheduler.agent import SchedulerStats  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.events import MemoryUpdate, ScheduleMessage  # noqa: E402
-from topics.ids import derived_event_id  # noqa: E402
-from topics.registry import MEMORY_UPDATES, SCHEDULE_QUERY, WORKING_MEMORY  # noqa: E402
-from topics.settings import Settings  # noqa: E402
+from memstream.streams.core.working_memory import working_copy  # noqa: E402
+from memstream.streams.scheduler.agent import SchedulerStats  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.events import MemoryUpdate, ScheduleMessage  # noqa: E402
+from memstream.topics.ids import derived_event_id  # noqa: E402
+from memstream.topics.registry import MEMORY_UPDATES, SCHEDULE_QUERY, WORKING_MEMORY  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
 
 QUERIES = ["what should I cook tonight?", "where does Ana live?",
            "which sport should I try this weekend?", "any ideas for a trip to Kyoto?",

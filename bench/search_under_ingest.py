@@ -29,9 +29,9 @@ from ingest import chunk_messages, make_settings  # noqa: E402
 from search import QUERIES, make_nodes, memory_texts, pct  # noqa: E402
 
 from memstream.stack import EmbeddedStack  # noqa: E402
-from streams.worker import Worker  # noqa: E402
-from topics.client import MemoryClient  # noqa: E402
-from topics.settings import Settings  # noqa: E402
+from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
 
 CUBE = "searched"
 

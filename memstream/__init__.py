@@ -4,8 +4,8 @@ The public surface: ``Settings``, ``MemoryClient``, its errors, and the events a
 application publishes (commands) or reads (updates, dead letters).
 """
 
-from topics.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError
-from topics.events import (
+from memstream.topics.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError
+from memstream.topics.events import (
     BackupCube,
     DeadLetter,
     DeleteCube,
@@ -26,8 +26,8 @@ from topics.events import (
     UpdateNode,
     WriteToken,
 )
-from topics.models import MemoryItem
-from topics.settings import Settings
+from memstream.topics.models import MemoryItem
+from memstream.topics.settings import Settings
 
 __all__ = [
     "BackupCube",

@@ -18,8 +18,8 @@ from memstream import __version__
 from memstream.cli_errors import InputError, not_empty, run, validation_line
 from memstream.cli_log import add_log_commands
 from memstream.cli_replay import COMMANDS
-from topics.events import MAX_TOP_K
-from topics.settings import Settings
+from memstream.topics.events import MAX_TOP_K
+from memstream.topics.settings import Settings
 
 console = Console()
 
@@ -27,7 +27,7 @@ console = Console()
 def _settings(data_dir: Path | None) -> Settings:
     """Settings from the environment, with the data directory found from here (an explicit
     ``--data-dir`` or ``MEMSTREAM_DATA_DIR``, else the nearest ``.memstream`` upwards)."""
-    from topics.datadir import with_data_dir
+    from memstream.topics.datadir import with_data_dir
 
     try:
         settings = Settings()
@@ -102,7 +102,7 @@ def worker(data_dir: Path | None, log_level: str) -> None:
 async def _worker(settings: Settings) -> None:
     from memstream.services import remove_worker_file, write_worker_file
     from memstream.stack import EmbeddedStack
-    from streams.worker import Worker
+    from memstream.streams.worker import Worker
 
     stop = asyncio.Event()
     started = False
@@ -207,7 +207,7 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
     from memstream.services import status as service_status
-    from topics.admin import worker_lag
+    from memstream.topics.admin import worker_lag
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker
@@ -240,7 +240,7 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
                 lag_table.add_row(topic, str(total))
             console.print(lag_table)
     from memstream.services import recorded_worker
-    from topics.metrics_summary import summary_table
+    from memstream.topics.metrics_summary import summary_table
 
     if st.worker_pid and (info := recorded_worker(settings.data_dir)) and info.get("metrics"):
         console.print(await summary_table(str(info["metrics"])))

@@ -15,13 +15,20 @@ from rich.table import Table
 from rich.text import Text
 
 from memstream.cli_errors import InputError, validation_line
-from topics.client import MemoryClient, MemoryServiceError
-from topics.events import ConversationChunk, Document, DumpCube, LoadCube, Message, WriteToken
-from topics.ids import stable_id
-from topics.limits import LimitExceeded, check_content, check_encoded
-from topics.models import MemoryItem, MemoryType, utcnow
-from topics.registry import CONVERSATIONS
-from topics.settings import Settings
+from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.topics.events import (
+    ConversationChunk,
+    Document,
+    DumpCube,
+    LoadCube,
+    Message,
+    WriteToken,
+)
+from memstream.topics.ids import stable_id
+from memstream.topics.limits import LimitExceeded, check_content, check_encoded
+from memstream.topics.models import MemoryItem, MemoryType, utcnow
+from memstream.topics.registry import CONVERSATIONS
+from memstream.topics.settings import Settings
 
 
 class InputFileError(InputError):

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from topics.limits import LimitExceeded
+from memstream.topics.limits import LimitExceeded
 
 USAGE_EXIT = 2
 
@@ -48,7 +48,7 @@ def one_line(exc: BaseException) -> click.ClickException:
         return InputError(validation_line(exc))
     if isinstance(exc, LimitExceeded):
         return InputError(f"{exc} — nothing was published")
-    from topics.client import MemoryServiceError
+    from memstream.topics.client import MemoryServiceError
 
     if isinstance(exc, MemoryServiceError):
         return click.ClickException(exc.message)

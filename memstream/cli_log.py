@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from topics.client import MemoryClient
-from topics.events import (
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import (
     BackupCube,
     Event,
     ExtractedMemory,
@@ -28,8 +28,8 @@ from topics.events import (
     LoadCube,
     UnfreezeNodes,
 )
-from topics.provenance import Change, Explanation, NodeNotFound, fold, read_updates
-from topics.settings import Settings
+from memstream.topics.provenance import Change, Explanation, NodeNotFound, fold, read_updates
+from memstream.topics.settings import Settings
 
 console = Console()
 
@@ -245,7 +245,7 @@ def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) ->
 
 def latest_backups(directory: Path) -> dict[str, Path]:
     """The newest backup file of each cube in ``directory`` (cube id read from the file)."""
-    from sinks.dump import list_backups
+    from memstream.sinks.dump import list_backups
 
     cubes: dict[str, Path] = {}
     for path in sorted(directory.glob("*.json")):

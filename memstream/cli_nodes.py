@@ -24,10 +24,10 @@ from memstream.cli import (
 from memstream.cli_actions import count_memories, node_json, plural, print_nodes
 from memstream.cli_errors import InputError, not_empty
 from memstream.cli_log import backup_every_cube
-from topics.client import MemoryClient
-from topics.events import BackupCube, DeadLetter, DeleteNodes, Event, UpdateNode
-from topics.models import MemoryItem, MemoryType
-from topics.settings import Settings
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, Event, UpdateNode
+from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.settings import Settings
 
 TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
 
@@ -285,7 +285,7 @@ async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, 
             raise InputError(f"cube '{cube}' has no memories; no backup written")
     await _command(settings, BackupCube(user_id=user_id, cube_id=cube, directory=str(directory),
                                         keep_last=keep, drop=drop), "back up")
-    from sinks.dump import list_backups
+    from memstream.sinks.dump import list_backups
 
     files = list_backups(directory, cube) if directory.is_dir() else []
     newest = files[-1] if files else directory

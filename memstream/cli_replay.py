@@ -16,9 +16,9 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from topics.client import MemoryClient
-from topics.events import DropViews, Event, PromoteCube, ReplayCube
-from topics.settings import Settings
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import DropViews, Event, PromoteCube, ReplayCube
+from memstream.topics.settings import Settings
 
 console = Console()
 REPLAY_TIMEOUT_S = 24 * 3600.0
@@ -90,7 +90,7 @@ async def _replay(settings: Settings, cmd: ReplayCube) -> None:
 
         async def follow() -> None:
             nonlocal final
-            from streams.replay.logic import progress_of
+            from memstream.streams.replay.logic import progress_of
 
             async for update in client.updates(cube_id=cmd.cube_id):
                 if update.action != "replayed" or update.cause_event_id != cmd.event_id:

@@ -20,11 +20,11 @@ from rich.table import Table
 
 from memstream.samples import DEMO_USER, sample_sessions
 from memstream.stack import EmbeddedStack
-from streams.worker import Worker
-from topics.client import MemoryClient
-from topics.events import WriteToken
-from topics.models import MemoryItem
-from topics.settings import Settings
+from memstream.streams.worker import Worker
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import WriteToken
+from memstream.topics.models import MemoryItem
+from memstream.topics.settings import Settings
 
 
 async def _publish(client: MemoryClient, start: datetime) -> list[WriteToken]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from topics.events import Message
+from memstream.topics.events import Message
 
 DEMO_USER = "demo-user"
 

@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from sinks.local import FalkorDBServer
-from topics.admin import ensure_topics
-from topics.broker import (
+from memstream.sinks.local import FalkorDBServer
+from memstream.topics.admin import ensure_topics
+from memstream.topics.broker import (
     LocalBroker,
     create_broker,
     last_port,
@@ -23,9 +23,9 @@ from topics.broker import (
     resolve_bootstrap,
     running_broker,
 )
-from topics.broker import recorded_pid as broker_pid
-from topics.broker_process import pid_alive
-from topics.settings import Settings
+from memstream.topics.broker import recorded_pid as broker_pid
+from memstream.topics.broker_process import pid_alive
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.stack")
 

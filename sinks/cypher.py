@@ -19,16 +19,16 @@ import hashlib
 from collections.abc import Sequence
 
 # Re-exported: adapters and tests see one module of shared Cypher.
-from sinks.cypher_dialect import FALKORDB as FALKORDB
-from sinks.cypher_dialect import NEO4J as NEO4J
-from sinks.cypher_dialect import Dialect as Dialect
-from sinks.cypher_filters import BOOL_FIELDS as BOOL_FIELDS
-from sinks.cypher_filters import LIST_FIELDS as LIST_FIELDS
-from sinks.cypher_filters import NUMBER_FIELDS as NUMBER_FIELDS
-from sinks.cypher_filters import compile_filters as compile_filters
-from sinks.cypher_filters import iso as iso
-from sinks.ports import FILTER_FIELDS, Direction, StoreError
-from topics.models import EDGE_TYPES, EdgeType
+from memstream.sinks.cypher_dialect import FALKORDB as FALKORDB
+from memstream.sinks.cypher_dialect import NEO4J as NEO4J
+from memstream.sinks.cypher_dialect import Dialect as Dialect
+from memstream.sinks.cypher_filters import BOOL_FIELDS as BOOL_FIELDS
+from memstream.sinks.cypher_filters import LIST_FIELDS as LIST_FIELDS
+from memstream.sinks.cypher_filters import NUMBER_FIELDS as NUMBER_FIELDS
+from memstream.sinks.cypher_filters import compile_filters as compile_filters
+from memstream.sinks.cypher_filters import iso as iso
+from memstream.sinks.ports import FILTER_FIELDS, Direction, StoreError
+from memstream.topics.models import EDGE_TYPES, EdgeType
 
 
 def edge_type(value: str) -> EdgeType:

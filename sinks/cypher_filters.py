@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from sinks.cypher_dialect import Dialect
-from sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, StoreError
+from memstream.sinks.cypher_dialect import Dialect
+from memstream.sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, StoreError
 
 
 def iso(value: datetime) -> str:

@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sinks import cypher, fulltext
-from sinks.graph_props import (
+from memstream.sinks import cypher, fulltext
+from memstream.sinks.graph_props import (
     cube_params,
     edge_ends,
     group_value,
@@ -25,9 +25,16 @@ from sinks.graph_props import (
     unique_edges,
     usage_json,
 )
-from sinks.ports import Direction, Filter, FilterField, GroupCount, StoreError, TagNeighbor
-from topics.access import CubeAccess
-from topics.models import (
+from memstream.sinks.ports import (
+    Direction,
+    Filter,
+    FilterField,
+    GroupCount,
+    StoreError,
+    TagNeighbor,
+)
+from memstream.topics.access import CubeAccess
+from memstream.topics.models import (
     EDGE_TYPES,
     CubeGraph,
     Edge,

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
-from sinks.memory_store import MemoryStore
-from sinks.ports import StoreError
-from topics.models import CubeGraph, MemoryItem, utcnow
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.ports import StoreError
+from memstream.topics.models import CubeGraph, MemoryItem, utcnow
 
 Clock = Callable[[], datetime]
 _STAMP = "%Y%m%dT%H%M%S%fZ"

@@ -17,9 +17,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sinks import cypher
-from sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
-from sinks.ports import StoreError, StoreUnavailable
+from memstream.sinks import cypher
+from memstream.sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
+from memstream.sinks.ports import StoreError, StoreUnavailable
 
 
 def _check_nul(value: object) -> None:

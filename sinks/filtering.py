@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sinks.ports import TIME_FIELDS, Filter, StoreError
-from topics.models import MemoryItem
+from memstream.sinks.ports import TIME_FIELDS, Filter, StoreError
+from memstream.topics.models import MemoryItem
 
 LIST_FIELDS = frozenset({"tags", "entities"})
 # Filterable fields that every VectorRecord stores (cube_id is implied by the search).

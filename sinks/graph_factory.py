@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from sinks.falkordb import FalkorDBGraphStore
-from sinks.memory_graph import InMemoryGraphStore
-from sinks.neo4j import Neo4jGraphStore
-from sinks.ports import GraphStore
-from topics.settings import Settings
+from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.neo4j import Neo4jGraphStore
+from memstream.sinks.ports import GraphStore
+from memstream.topics.settings import Settings
 
 
 def create_graph_store(settings: Settings, uri: str) -> GraphStore:

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from sinks import cypher, fulltext
-from sinks.ports import TIME_FIELDS, StoreError
-from topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
+from memstream.sinks import cypher, fulltext
+from memstream.sinks.ports import TIME_FIELDS, StoreError
+from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
 # Stored as JSON text; serialised and parsed in one pydantic-core call each (a node's
 # usage history is read with it on every search that returns it).

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from sinks import cypher, fulltext
-from sinks.filtering import field_value, matches_all
-from sinks.ports import (
+from memstream.sinks import cypher, fulltext
+from memstream.sinks.filtering import field_value, matches_all
+from memstream.sinks.ports import (
     FILTER_FIELDS,
     TIME_FIELDS,
     Direction,
@@ -28,8 +28,8 @@ from sinks.ports import (
     StoreError,
     TagNeighbor,
 )
-from topics.access import CubeAccess
-from topics.models import (
+from memstream.topics.access import CubeAccess
+from memstream.topics.models import (
     CubeGraph,
     Edge,
     EdgeType,

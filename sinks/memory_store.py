@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
-from sinks.filtering import matches_all, vector_filter_supported
-from sinks.ports import Filter, GraphStore, StoreError, VectorRecord, VectorStore
-from sinks.query import MemoryQuery
-from topics.models import Edge, EdgeType, MemoryItem, MemoryType, Status, UsageRecord
+from memstream.sinks.filtering import matches_all, vector_filter_supported
+from memstream.sinks.ports import Filter, GraphStore, StoreError, VectorRecord, VectorStore
+from memstream.sinks.query import MemoryQuery
+from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryType, Status, UsageRecord
 
 log = logging.getLogger("memstream.sinks")
 T = TypeVar("T")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sinks.milvus_expr import query_vector, record_matches, search_expression, to_micros
-from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from topics.models import MemoryType, Status
+from memstream.sinks.milvus_expr import query_vector, record_matches, search_expression, to_micros
+from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.topics.models import MemoryType, Status
 
 
 @dataclass

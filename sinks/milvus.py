@@ -28,16 +28,16 @@ import grpc
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from sinks.milvus_errors import store_error
-from sinks.milvus_expr import (
+from memstream.sinks.milvus_errors import store_error
+from memstream.sinks.milvus_expr import (
     Expression,
     cube_expression,
     query_vector,
     render,
     search_expression,
 )
-from sinks.milvus_features import ServerFeatures
-from sinks.milvus_schema import (
+from memstream.sinks.milvus_features import ServerFeatures
+from memstream.sinks.milvus_schema import (
     REQUIRED_FIELDS,
     SCALAR_FIELDS,
     IndexType,
@@ -48,8 +48,8 @@ from sinks.milvus_schema import (
     search_params,
     to_row,
 )
-from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from topics.models import MemoryType, Status
+from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.topics.models import MemoryType, Status
 
 Partitioning = Literal["auto", "cube", "key", "none"]
 _BATCH = 500

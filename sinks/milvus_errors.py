@@ -12,7 +12,7 @@ from __future__ import annotations
 import grpc
 from pymilvus.exceptions import ConnectError, MilvusException, MilvusUnavailableException
 
-from sinks.ports import StoreError, StoreUnavailable
+from memstream.sinks.ports import StoreError, StoreUnavailable
 
 OUTAGE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                           grpc.StatusCode.CANCELLED})

@@ -18,9 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from sinks.filtering import LIST_FIELDS, as_datetime, scalar_matches, vector_filter_supported
-from sinks.ports import Filter, StoreError, VectorRecord
-from topics.models import MemoryType, Status
+from memstream.sinks.filtering import (
+    LIST_FIELDS,
+    as_datetime,
+    scalar_matches,
+    vector_filter_supported,
+)
+from memstream.sinks.ports import Filter, StoreError, VectorRecord
+from memstream.topics.models import MemoryType, Status
 
 _CMP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _PLACEHOLDER = re.compile(r"\{(p\d+)\}")

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
-from sinks.milvus_expr import to_micros
-from sinks.ports import StoreError, VectorRecord
+from memstream.sinks.milvus_expr import to_micros
+from memstream.sinks.ports import StoreError, VectorRecord
 
 IndexType = Literal["FLAT", "AUTOINDEX", "HNSW", "IVF_FLAT"]
 SCALAR_FIELDS = [

@@ -28,7 +28,7 @@ from pathlib import Path
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from sinks.ports import StoreError
+from memstream.sinks.ports import StoreError
 
 LOOPBACK = "127.0.0.1"
 LAUNCHER = "milvus-server"

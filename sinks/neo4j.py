@@ -20,9 +20,9 @@ from neo4j.exceptions import (
     SessionExpired,
 )
 
-from sinks import cypher
-from sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
-from sinks.ports import StoreError, StoreUnavailable
+from memstream.sinks import cypher
+from memstream.sinks.cypher_store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
+from memstream.sinks.ports import StoreError, StoreUnavailable
 
 # A lost or refused connection, a database not (yet) available: outages, not bad events.
 UNREACHABLE = (ServiceUnavailable, SessionExpired, DatabaseUnavailable,

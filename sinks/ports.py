@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from topics.access import CubeAccess
-from topics.models import (
+from memstream.topics.access import CubeAccess
+from memstream.topics.models import (
     CubeGraph,
     Edge,
     EdgeType,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sinks.ports import (
+from memstream.sinks.ports import (
     Direction,
     Filter,
     FilterField,
@@ -20,7 +20,15 @@ from sinks.ports import (
     VectorRecord,
     VectorStore,
 )
-from topics.models import CubeGraph, Edge, EdgeType, MemoryItem, MemoryType, Status, Subgraph
+from memstream.topics.models import (
+    CubeGraph,
+    Edge,
+    EdgeType,
+    MemoryItem,
+    MemoryType,
+    Status,
+    Subgraph,
+)
 
 
 class MemoryQuery:

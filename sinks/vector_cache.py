@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from sinks.milvus_expr import query_vector, record_matches, search_expression
-from sinks.ports import Filter, VectorHit, VectorRecord, VectorStore
-from topics.models import MemoryType, Status
+from memstream.sinks.milvus_expr import query_vector, record_matches, search_expression
+from memstream.sinks.ports import Filter, VectorHit, VectorRecord, VectorStore
+from memstream.topics.models import MemoryType, Status
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sinks.memory_vectors import InMemoryVectorStore
-from sinks.milvus import MilvusVectorStore
-from sinks.ports import VectorStore
-from sinks.vector_cache import CachedVectorStore
-from topics.settings import Settings
+from memstream.sinks.memory_vectors import InMemoryVectorStore
+from memstream.sinks.milvus import MilvusVectorStore
+from memstream.sinks.ports import VectorStore
+from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.topics.settings import Settings
 
 
 def create_vector_store(settings: Settings, dim: int) -> VectorStore:

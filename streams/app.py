@@ -16,9 +16,9 @@ import faust
 from aiokafka.errors import KafkaError
 from faust.types import EventT
 
-from streams.lane import LaneHandler, RequestLane
-from streams.ops.access import check_records
-from streams.runtime import (
+from memstream.streams.lane import LaneHandler, RequestLane
+from memstream.streams.ops.access import check_records
+from memstream.streams.runtime import (
     Deps,
     Outgoing,
     Pause,
@@ -29,10 +29,10 @@ from streams.runtime import (
     is_outage,
     make_batch_handler,
 )
-from topics.members import worker_client_id
-from topics.models import utcnow
-from topics.registry import ALL_TOPICS, TopicSpec
-from topics.settings import Settings
+from memstream.topics.members import worker_client_id
+from memstream.topics.models import utcnow
+from memstream.topics.registry import ALL_TOPICS, TopicSpec
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.app")
 

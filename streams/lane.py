@@ -26,11 +26,11 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from streams.runtime import Pause, RawRecord, StageStats
-from topics.kafka_compat import mark_latency_sensitive
-from topics.members import worker_client_id
-from topics.registry import TopicSpec, consumer_group
-from topics.settings import Settings
+from memstream.streams.runtime import Pause, RawRecord, StageStats
+from memstream.topics.kafka_compat import mark_latency_sensitive
+from memstream.topics.members import worker_client_id
+from memstream.topics.registry import TopicSpec, consumer_group
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.lane")
 

@@ -23,21 +23,21 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 from pydantic import BaseModel, ValidationError
 
-from sinks.ports import StoreUnavailable
-from streams.ops import metering
-from topics.events import DeadLetter, Event, MemoryUpdate, Origin
-from topics.ids import derived_event_id
-from topics.limits import check_content, check_raw
-from topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
-from topics.settings import LimitsSettings, Settings, WorkerSettings
-from topics.shred import unseal
+from memstream.sinks.ports import StoreUnavailable
+from memstream.streams.ops import metering
+from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
+from memstream.topics.ids import derived_event_id
+from memstream.topics.limits import check_content, check_raw
+from memstream.topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
+from memstream.topics.settings import LimitsSettings, Settings, WorkerSettings
+from memstream.topics.shred import unseal
 
 if TYPE_CHECKING:
-    from sinks.memory_store import MemoryStore
-    from sinks.query import MemoryQuery
-    from streams.embed.port import Embedder
-    from streams.llm.port import LLM
-    from streams.replay.views import ViewMap
+    from memstream.sinks.memory_store import MemoryStore
+    from memstream.sinks.query import MemoryQuery
+    from memstream.streams.embed.port import Embedder
+    from memstream.streams.llm.port import LLM
+    from memstream.streams.replay.views import ViewMap
 
 log = logging.getLogger("memstream.streams")
 

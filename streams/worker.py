@@ -15,36 +15,36 @@ from types import TracebackType
 import faust
 from threadpoolctl import threadpool_limits
 
-from sinks.graph_factory import create_graph_store
-from sinks.memory_store import MemoryStore
-from sinks.vector_factory import create_vector_store
-from streams.app import BoundTopics, create_app
-from streams.commands.agent import register as register_commands
-from streams.embed.factory import create_embedder
-from streams.embed.port import Embedder
-from streams.extraction.agent import register as register_extraction
-from streams.lifecycle.agent import register as register_lifecycle
-from streams.llm.factory import create_llm
-from streams.llm.port import LLM
-from streams.memory.agent import register as register_memory
-from streams.ops.budget import MeteredLLM
-from streams.ops.metrics import WorkerMetrics
-from streams.reorganize.agent import register as register_reorganize
-from streams.replay.commands import run_replay_command
-from streams.replay.views import ViewMap
-from streams.runtime import Clock, Deps, StageStats
-from streams.scheduler.agent import register as register_scheduler
-from streams.search.agent import register as register_search
-from topics.admin import ensure_topics, worker_lag
-from topics.events import WriteToken
-from topics.kafka_compat import configure_fetch_pause, needs_pause
-from topics.members import remove_stale_members
-from topics.models import utcnow
-from topics.progress import Progress
-from topics.registry import WORKER_INPUTS, consumer_group
-from topics.settings import Settings
-from topics.shred import activate as activate_keys
-from topics.shred import release as release_keys
+from memstream.sinks.graph_factory import create_graph_store
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.vector_factory import create_vector_store
+from memstream.streams.app import BoundTopics, create_app
+from memstream.streams.commands.agent import register as register_commands
+from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.port import Embedder
+from memstream.streams.extraction.agent import register as register_extraction
+from memstream.streams.lifecycle.agent import register as register_lifecycle
+from memstream.streams.llm.factory import create_llm
+from memstream.streams.llm.port import LLM
+from memstream.streams.memory.agent import register as register_memory
+from memstream.streams.ops.budget import MeteredLLM
+from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.reorganize.agent import register as register_reorganize
+from memstream.streams.replay.commands import run_replay_command
+from memstream.streams.replay.views import ViewMap
+from memstream.streams.runtime import Clock, Deps, StageStats
+from memstream.streams.scheduler.agent import register as register_scheduler
+from memstream.streams.search.agent import register as register_search
+from memstream.topics.admin import ensure_topics, worker_lag
+from memstream.topics.events import WriteToken
+from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.members import remove_stale_members
+from memstream.topics.models import utcnow
+from memstream.topics.progress import Progress
+from memstream.topics.registry import WORKER_INPUTS, consumer_group
+from memstream.topics.settings import Settings
+from memstream.topics.shred import activate as activate_keys
+from memstream.topics.shred import release as release_keys
 
 log = logging.getLogger("memstream.worker")
 

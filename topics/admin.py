@@ -18,8 +18,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, for_code
 
-from topics.registry import ALL_TOPICS, WORKER_INPUTS, TopicSpec, consumer_group
-from topics.settings import Settings
+from memstream.topics.registry import ALL_TOPICS, WORKER_INPUTS, TopicSpec, consumer_group
+from memstream.topics.settings import Settings
 
 log = logging.getLogger(__name__)
 

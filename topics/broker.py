@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO, ClassVar, assert_never
 
-from topics.broker_process import (
+from memstream.topics.broker_process import (
     LOOPBACK,
     die_with_parent,
     free_port,
@@ -30,7 +30,7 @@ from topics.broker_process import (
     port_in_use,
     terminate,
 )
-from topics.settings import BrokerKind, Settings
+from memstream.topics.settings import BrokerKind, Settings
 
 __all__ = [
     "BOOTSTRAP_FILE", "LOOPBACK", "PIDFILE", "PORT_FILE", "BrokerBinaryMissing", "BrokerError",

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import BaseModel, ValidationError
 
-from topics import provenance
-from topics.events import (
+from memstream.topics import provenance
+from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
     Document,
@@ -42,12 +42,19 @@ from topics.events import (
     WriteToken,
     new_event_id,
 )
-from topics.kafka_compat import pause_consumer
-from topics.limits import LimitExceeded, check_content, check_encoded
-from topics.models import MemoryItem, MemoryType, SearchMemoryType, SourceRef, Subgraph, utcnow
-from topics.progress import NotAppliedYet, Progress
-from topics.provenance import Change, Explanation
-from topics.registry import (
+from memstream.topics.kafka_compat import pause_consumer
+from memstream.topics.limits import LimitExceeded, check_content, check_encoded
+from memstream.topics.models import (
+    MemoryItem,
+    MemoryType,
+    SearchMemoryType,
+    SourceRef,
+    Subgraph,
+    utcnow,
+)
+from memstream.topics.progress import NotAppliedYet, Progress
+from memstream.topics.provenance import Change, Explanation
+from memstream.topics.registry import (
     BY_SUFFIX,
     CONVERSATIONS,
     DEAD_LETTER,
@@ -60,10 +67,10 @@ from topics.registry import (
     SCHEDULE_QUERY,
     TopicSpec,
 )
-from topics.replies import ReplyListener
-from topics.settings import Settings
-from topics.shred import activate as activate_keys
-from topics.shred import release as release_keys
+from memstream.topics.replies import ReplyListener
+from memstream.topics.settings import Settings
+from memstream.topics.shred import activate as activate_keys
+from memstream.topics.shred import release as release_keys
 
 log = logging.getLogger("memstream.client")
 
@@ -102,7 +109,7 @@ class MemoryClient:
     @property
     def bootstrap(self) -> str:
         if self._bootstrap is None:
-            from topics.datadir import find_data_dir
+            from memstream.topics.datadir import find_data_dir
 
             raise ClientError("no Kafka bootstrap server: no broker runs in "
                               f"{find_data_dir(self.settings)}; run `memstream up` there, or "
@@ -111,12 +118,12 @@ class MemoryClient:
 
     async def start(self) -> None:
         if self._bootstrap is None:
-            from topics.broker import running_broker
-            from topics.datadir import find_data_dir
+            from memstream.topics.broker import running_broker
+            from memstream.topics.datadir import find_data_dir
 
             # the stack `memstream up` started here or in a parent directory
             self._bootstrap = await running_broker(find_data_dir(self.settings) / "broker")
-        from topics.admin import ensure_topics
+        from memstream.topics.admin import ensure_topics
 
         if (key_dir := self.settings.erasure_key_dir) is not None and self._keys is None:
             activate_keys(key_dir)  # seal what it publishes with per-cube keys

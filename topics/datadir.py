@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from topics.settings import Settings
+from memstream.topics.settings import Settings
 
 DEFAULT_NAME = ".memstream"
 

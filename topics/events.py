@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from topics.models import (
+from memstream.topics.models import (
     Edge,
     HierarchyLevel,
     ItemMemoryType,

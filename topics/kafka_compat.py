@@ -40,7 +40,7 @@ import aiokafka
 from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer.fetcher import Fetcher
 
-from topics.settings import KafkaSettings
+from memstream.topics.settings import KafkaSettings
 
 
 @dataclass

@@ -13,7 +13,7 @@ from itertools import accumulate
 
 from pydantic import BaseModel
 
-from topics.events import (
+from memstream.topics.events import (
     ConversationChunk,
     ExtractedMemory,
     ScheduleMessage,
@@ -21,7 +21,7 @@ from topics.events import (
     SubgraphRequest,
     UpdateNode,
 )
-from topics.settings import LimitsSettings
+from memstream.topics.settings import LimitsSettings
 
 
 class LimitExceeded(ValueError):

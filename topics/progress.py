@@ -12,9 +12,9 @@ import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from topics.events import WriteToken
-from topics.registry import CONVERSATIONS, MEMORY_ITEMS
-from topics.settings import Settings
+from memstream.topics.events import WriteToken
+from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS
+from memstream.topics.settings import Settings
 
 
 class NotAppliedYet(TimeoutError):

@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Literal
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from topics.events import (
+from memstream.topics.events import (
     ConversationChunk,
     Event,
     ExtractedMemory,
     MemoryUpdate,
     Message,
 )
-from topics.kafka_compat import mark_latency_sensitive
-from topics.models import MemoryItem
-from topics.registry import (
+from memstream.topics.kafka_compat import mark_latency_sensitive
+from memstream.topics.models import MemoryItem
+from memstream.topics.registry import (
     CONVERSATIONS,
     MEMORY_COMMANDS,
     MEMORY_ITEMS,
@@ -42,7 +42,7 @@ from topics.registry import (
 )
 
 if TYPE_CHECKING:
-    from topics.client import MemoryClient
+    from memstream.topics.client import MemoryClient
 
 log = logging.getLogger("memstream.provenance")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from topics.events import (
+from memstream.topics.events import (
     ActivationMemory,
     ConversationChunk,
     DeadLetter,
@@ -26,8 +26,8 @@ from topics.events import (
     ScheduleMessage,
     WorkingMemoryReplacement,
 )
-from topics.settings import Settings
-from topics.shred import seal, unseal
+from memstream.topics.settings import Settings
+from memstream.topics.shred import seal, unseal
 
 
 @dataclass(frozen=True)

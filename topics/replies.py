@@ -15,10 +15,10 @@ import random
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from topics.events import Reply
-from topics.kafka_compat import pause_consumer
-from topics.registry import REPLIES
-from topics.settings import Settings
+from memstream.topics.events import Reply
+from memstream.topics.kafka_compat import pause_consumer
+from memstream.topics.registry import REPLIES
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.client")
 

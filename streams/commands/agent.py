@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streams.app import BoundTopics, register_stage
-from streams.commands.logic import STAGE, run_commands
-from streams.runtime import Deps, StageStats
-from topics.registry import MEMORY_COMMANDS
+from memstream.streams.app import BoundTopics, register_stage
+from memstream.streams.commands.logic import STAGE, run_commands
+from memstream.streams.runtime import Deps, StageStats
+from memstream.topics.registry import MEMORY_COMMANDS
 
 
 def register(bound: BoundTopics, deps: Deps) -> StageStats:

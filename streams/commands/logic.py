@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from sinks.dump import backup_cube, dump_cube, load_cube
-from streams.core.lifecycle import set_frozen, sweep
-from streams.core.working_memory import replace_working_memory, working_copy
-from streams.ops.access import share
-from streams.runtime import Deps, Outgoing, PermanentError, Record
-from topics.events import (
+from memstream.sinks.dump import backup_cube, dump_cube, load_cube
+from memstream.streams.core.lifecycle import set_frozen, sweep
+from memstream.streams.core.working_memory import replace_working_memory, working_copy
+from memstream.streams.ops.access import share
+from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
+from memstream.topics.events import (
     BackupCube,
     DeleteCube,
     DeleteNodes,
@@ -37,9 +37,9 @@ from topics.events import (
     UnshareCube,
     UpdateNode,
 )
-from topics.ids import derived_event_id, working_copy_id
-from topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
-from topics.shred import destroy as destroy_key
+from memstream.topics.ids import derived_event_id, working_copy_id
+from memstream.topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
+from memstream.topics.shred import destroy as destroy_key
 
 log = logging.getLogger("memstream.commands")
 STAGE = "commands"

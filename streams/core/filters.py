@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, cast
 
-from sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, FilterField, FilterOp
-from topics.models import parse_iso_time
+from memstream.sinks.ports import FILTER_FIELDS, TIME_FIELDS, Filter, FilterField, FilterOp
+from memstream.topics.models import parse_iso_time
 
 OPS: frozenset[str] = frozenset({"=", "!=", "in", "contains", "<", "<=", ">", ">="})
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from streams.runtime import Deps, Outgoing, PermanentError
-from topics.events import Event, FreezeNodes, LifecycleSweep, MemoryUpdate, UnfreezeNodes
-from topics.ids import derived_event_id, working_copy_id
-from topics.models import MemoryItem, MemoryType
-from topics.registry import MEMORY_UPDATES
+from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.topics.events import Event, FreezeNodes, LifecycleSweep, MemoryUpdate, UnfreezeNodes
+from memstream.topics.ids import derived_event_id, working_copy_id
+from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.lifecycle")
 STAGE = "lifecycle"

@@ -16,14 +16,19 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sinks.ports import Filter
-from streams.core.subjects import different_subjects
-from streams.llm.port import LLMError
-from streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, Relation
-from streams.prompts.fusion import FUSION, FusionContext
-from streams.runtime import Deps
-from topics.ids import working_copy_id
-from topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
+from memstream.sinks.ports import Filter
+from memstream.streams.core.subjects import different_subjects
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.conflict import (
+    RELATION_JUDGE,
+    JudgeContext,
+    MemoryStatement,
+    Relation,
+)
+from memstream.streams.prompts.fusion import FUSION, FusionContext
+from memstream.streams.runtime import Deps
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 
 log = logging.getLogger("memstream.merge")
 HARD_UPDATE = "; hard update"

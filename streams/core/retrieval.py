@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sinks.filtering import matches_all, vector_filter_supported
-from sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from streams.core.filters import names_status, parse_search_filter
-from streams.llm.port import LLMError
-from streams.prompts.search import (
+from memstream.sinks.filtering import matches_all, vector_filter_supported
+from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.streams.core.filters import names_status, parse_search_filter
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.search import (
     GOAL_PARSER,
     REASONER,
     GoalContext,
@@ -26,9 +26,9 @@ from streams.prompts.search import (
     ReasonerContext,
     fallback_ids_from_text,
 )
-from streams.runtime import Deps
-from topics.events import ScoredMemory, SearchRequest
-from topics.models import MemoryItem, MemoryType
+from memstream.streams.runtime import Deps
+from memstream.topics.events import ScoredMemory, SearchRequest
+from memstream.topics.models import MemoryItem, MemoryType
 
 log = logging.getLogger("memstream.search")
 

@@ -19,17 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from streams.runtime import Deps, Outgoing, PermanentError, Record
-from topics.events import (
+from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
+from memstream.topics.events import (
     Event,
     MemoryUpdate,
     Origin,
     ReplaceWorkingMemory,
     WorkingMemoryReplacement,
 )
-from topics.ids import derived_event_id, working_copy_id
-from topics.models import MemoryItem
-from topics.registry import MEMORY_UPDATES
+from memstream.topics.ids import derived_event_id, working_copy_id
+from memstream.topics.models import MemoryItem
+from memstream.topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.scheduler")
 SINK_STAGE = "working-memory"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from streams.embed.local import LocalEmbedder
-from streams.embed.openai_embed import OpenAIEmbedder
-from streams.embed.port import Embedder, EmbedderError
-from topics.settings import EmbedderSettings
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.embed.openai_embed import OpenAIEmbedder
+from memstream.streams.embed.port import Embedder, EmbedderError
+from memstream.topics.settings import EmbedderSettings
 
 
 def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) -> Embedder:

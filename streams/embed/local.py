@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from streams.embed.port import EmbedderError, Vectors
+from memstream.streams.embed.port import EmbedderError, Vectors
 
 LOCAL_DIM = 384
 

@@ -15,9 +15,9 @@ import numpy as np
 import openai
 from openai import AsyncOpenAI
 
-from streams.embed.port import EmbedderError, Vectors
-from streams.llm.openai_client import openai_client, status_message
-from topics.settings import EmbedderSettings
+from memstream.streams.embed.port import EmbedderError, Vectors
+from memstream.streams.llm.openai_client import openai_client, status_message
+from memstream.topics.settings import EmbedderSettings
 
 log = logging.getLogger(__name__)
 

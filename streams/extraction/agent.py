@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streams.app import BoundTopics, register_stage
-from streams.extraction.logic import STAGE, extract
-from streams.runtime import Deps, StageStats
-from topics.registry import CONVERSATIONS
+from memstream.streams.app import BoundTopics, register_stage
+from memstream.streams.extraction.logic import STAGE, extract
+from memstream.streams.runtime import Deps, StageStats
+from memstream.topics.registry import CONVERSATIONS
 
 
 def register(bound: BoundTopics, deps: Deps) -> StageStats:

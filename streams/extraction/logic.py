@@ -10,19 +10,19 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from streams.extraction.chunking import chunk_text
-from streams.prompts.extraction import (
+from memstream.streams.extraction.chunking import chunk_text
+from memstream.streams.prompts.extraction import (
     EXTRACTION,
     ExtractionContext,
     ExtractionMessage,
     ExtractionResponse,
 )
-from streams.prompts.textutil import tags_for
-from streams.runtime import Deps, Outgoing, Record
-from topics.events import ConversationChunk, ExtractedMemory, Message, Origin
-from topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
-from topics.models import SourceRef, parse_iso_time
-from topics.registry import MEMORY_ITEMS
+from memstream.streams.prompts.textutil import tags_for
+from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.topics.events import ConversationChunk, ExtractedMemory, Message, Origin
+from memstream.topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
+from memstream.topics.models import SourceRef, parse_iso_time
+from memstream.topics.registry import MEMORY_ITEMS
 
 log = logging.getLogger("memstream.extraction")
 STAGE = "extraction"

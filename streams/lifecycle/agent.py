@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 
 import faust
 
-from streams.app import BoundTopics
-from streams.runtime import Deps
-from topics.events import LifecycleSweep, WriteToken
-from topics.ids import derived_event_id
-from topics.registry import MEMORY_COMMANDS
+from memstream.streams.app import BoundTopics
+from memstream.streams.runtime import Deps
+from memstream.topics.events import LifecycleSweep, WriteToken
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import MEMORY_COMMANDS
 
 log = logging.getLogger("memstream.lifecycle")
 

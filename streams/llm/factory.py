@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.port import LLM
-from streams.llm.rules import RulesLLM
-from topics.settings import LLMSettings
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.port import LLM
+from memstream.streams.llm.rules import RulesLLM
+from memstream.topics.settings import LLMSettings
 
 
 def create_llm(settings: LLMSettings) -> LLM:

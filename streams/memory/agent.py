@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from streams.app import BoundTopics, register_stage
-from streams.memory.logic import STAGE, add_memories
-from streams.runtime import Deps, StageStats
-from topics.registry import MEMORY_ITEMS
+from memstream.streams.app import BoundTopics, register_stage
+from memstream.streams.memory.logic import STAGE, add_memories
+from memstream.streams.runtime import Deps, StageStats
+from memstream.topics.registry import MEMORY_ITEMS
 
 
 def register(bound: BoundTopics, deps: Deps) -> StageStats:

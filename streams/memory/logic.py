@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from sinks.memory_store import EmbedNodes
-from streams.core.lifecycle import refused
-from streams.core.merge import (
+from memstream.sinks.memory_store import EmbedNodes
+from memstream.streams.core.lifecycle import refused
+from memstream.streams.core.merge import (
     HARD_UPDATE,
     Merge,
     apply,
@@ -26,13 +26,13 @@ from streams.core.merge import (
     recorded_merge,
     resolve,
 )
-from streams.core.working_memory import working_copy
-from streams.prompts.textutil import short_title
-from streams.runtime import Deps, Outgoing, Record
-from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
-from topics.ids import derived_event_id, stable_id, working_copy_id
-from topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
-from topics.registry import BY_SUFFIX, MEMORY_UPDATES
+from memstream.streams.core.working_memory import working_copy
+from memstream.streams.prompts.textutil import short_title
+from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
+from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
+from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
+from memstream.topics.registry import BY_SUFFIX, MEMORY_UPDATES
 
 log = logging.getLogger("memstream.memory")
 STAGE = "memory.add"

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from streams.runtime import Deps, PermanentError, Record
-from topics.access import CubeAccess
-from topics.events import DumpCube, LifecycleSweep, ShareCube, UnshareCube
+from memstream.streams.runtime import Deps, PermanentError, Record
+from memstream.topics.access import CubeAccess
+from memstream.topics.events import DumpCube, LifecycleSweep, ShareCube, UnshareCube
 
 log = logging.getLogger("memstream.access")
 

@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
-from streams.llm.rules import stand_in
-from streams.ops import metering
-from streams.ops.metering import BudgetNotice
-from streams.runtime import PermanentError
-from topics.settings import GovernanceSettings
+from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
+from memstream.streams.llm.rules import stand_in
+from memstream.streams.ops import metering
+from memstream.streams.ops.metering import BudgetNotice
+from memstream.streams.runtime import PermanentError
+from memstream.topics.settings import GovernanceSettings
 
 if TYPE_CHECKING:
-    from sinks.ports import GraphStore
-    from streams.ops.metrics import WorkerMetrics
+    from memstream.sinks.ports import GraphStore
+    from memstream.streams.ops.metrics import WorkerMetrics
 
 log = logging.getLogger("memstream.budget")
 CLOCK_FIELDS = frozenset({"now"})  # context fields holding the time of processing

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from streams.runtime import Deps
-from topics.events import RequestBase, SearchRequest
+from memstream.streams.runtime import Deps
+from memstream.topics.events import RequestBase, SearchRequest
 
 log = logging.getLogger("memstream.governance")
 R = TypeVar("R", bound=RequestBase)

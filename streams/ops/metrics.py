@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from topics.settings import Settings
+from memstream.topics.settings import Settings
 
 if TYPE_CHECKING:
-    from streams.runtime import StageStats
+    from memstream.streams.runtime import StageStats
 
 log = logging.getLogger("memstream.metrics")
 

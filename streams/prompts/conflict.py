@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from streams.llm.port import ChatMessage, Task
+from memstream.streams.llm.port import ChatMessage, Task
 
 Relation = Literal["contradictory", "redundant", "independent"]
 REASON_MAX_CHARS = 300

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from streams.llm.port import ChatMessage, Task
-from streams.prompts.textutil import detect_language
-from topics.models import StoredMemoryType
+from memstream.streams.llm.port import ChatMessage, Task
+from memstream.streams.prompts.textutil import detect_language
+from memstream.topics.models import StoredMemoryType
 
 ItemType = Literal["fact", "event", "opinion", "procedure"]
 

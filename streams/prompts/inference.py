@@ -13,18 +13,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from streams.llm.port import ChatMessage, Task
-from streams.prompts.members import is_generic
-from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, clip, language_rule
-from streams.prompts.relations import (
+from memstream.streams.llm.port import ChatMessage, Task
+from memstream.streams.prompts.members import is_generic
+from memstream.streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, clip, language_rule
+from memstream.streams.prompts.relations import (
     RelationContext,
     RelationNode,
     RelationResponse,
     describe_node,
     resolved_direction,
 )
-from streams.prompts.relevance import TextIndex, query_terms
-from streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.prompts.relevance import TextIndex, query_terms
+from memstream.streams.prompts.textutil import is_mostly_chinese
 
 EN_PREFIX = "It can be inferred that"
 ZH_PREFIX = "可以推断"

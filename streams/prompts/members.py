@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from streams.prompts.fusion import fallback_key
-from streams.prompts.promptkit import clean_strings, clip, nonblank
-from streams.prompts.textutil import EN_STOPWORDS, is_mostly_chinese, tags_for, words_of
-from topics.models import MemoryItem
+from memstream.streams.prompts.fusion import fallback_key
+from memstream.streams.prompts.promptkit import clean_strings, clip, nonblank
+from memstream.streams.prompts.textutil import EN_STOPWORDS, is_mostly_chinese, tags_for, words_of
+from memstream.topics.models import MemoryItem
 
 # Kinds of memory, not subjects (the extraction stand-in adds the first line as category tags).
 GENERIC_TAGS = frozenset(

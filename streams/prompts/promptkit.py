@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from streams.prompts.textutil import detect_language
+from memstream.streams.prompts.textutil import detect_language
 
 JSON_ONLY = "Answer with one JSON object and nothing else, no markdown fences:"
 JSON_ONLY_TAIL = "Answer with the JSON object only."

@@ -14,9 +14,15 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from streams.llm.port import ChatMessage, Task
-from streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, clip, language_rule, nonblank
-from topics.models import MemoryItem
+from memstream.streams.llm.port import ChatMessage, Task
+from memstream.streams.prompts.promptkit import (
+    JSON_ONLY,
+    JSON_ONLY_TAIL,
+    clip,
+    language_rule,
+    nonblank,
+)
+from memstream.topics.models import MemoryItem
 
 Relation = Literal["CAUSE", "CONDITION", "RELATE", "CONFLICT", "NONE"]
 Direction = Literal["new_to_old", "old_to_new"]

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from streams.llm.port import ChatMessage, Task
-from streams.prompts.promptkit import (
+from memstream.streams.llm.port import ChatMessage, Task
+from memstream.streams.prompts.promptkit import (
     JSON_ONLY,
     JSON_ONLY_TAIL,
     clean_strings,
@@ -24,8 +24,8 @@ from streams.prompts.promptkit import (
     numbered,
     queries_block,
 )
-from streams.prompts.relevance import TextIndex, covered, query_terms
-from streams.prompts.scheduler_rank import (
+from memstream.streams.prompts.relevance import TextIndex, covered, query_terms
+from memstream.streams.prompts.scheduler_rank import (
     E5_FLOOR,
     E5_FLOOR_CJK,
     FILTER,
@@ -39,7 +39,7 @@ from streams.prompts.scheduler_rank import (
     resolve_keep,
     resolve_order,
 )
-from streams.prompts.textutil import EN_STOPWORDS, detect_language, words_of
+from memstream.streams.prompts.textutil import EN_STOPWORDS, detect_language, words_of
 
 __all__ = [
     "E5_FLOOR",

@@ -21,14 +21,21 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from streams.app import BoundTopics, register_batch_agent
-from streams.reorganize.asof import FACT_TYPES
-from streams.reorganize.logic import STAGE, on_add, on_merge, on_remove
-from streams.reorganize.optimize import Scopes, run_scopes
-from streams.runtime import Deps, Outgoing, RawRecord, Record, StageStats, make_batch_handler
-from topics.events import ReorganizeEvent
-from topics.progress import Progress
-from topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
+from memstream.streams.app import BoundTopics, register_batch_agent
+from memstream.streams.reorganize.asof import FACT_TYPES
+from memstream.streams.reorganize.logic import STAGE, on_add, on_merge, on_remove
+from memstream.streams.reorganize.optimize import Scopes, run_scopes
+from memstream.streams.runtime import (
+    Deps,
+    Outgoing,
+    RawRecord,
+    Record,
+    StageStats,
+    make_batch_handler,
+)
+from memstream.topics.events import ReorganizeEvent
+from memstream.topics.progress import Progress
+from memstream.topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
 
 log = logging.getLogger("memstream.reorganize")
 PRIORITY = {REORGANIZE_HIGH.suffix: 0, REORGANIZE_NORMAL.suffix: 1, REORGANIZE_LOW.suffix: 2}

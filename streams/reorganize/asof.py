@@ -19,9 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sinks.ports import Filter
-from streams.runtime import Deps
-from topics.models import MemoryItem, MemoryType, StoredMemoryType
+from memstream.sinks.ports import Filter
+from memstream.streams.runtime import Deps
+from memstream.topics.models import MemoryItem, MemoryType, StoredMemoryType
 
 Position = tuple[datetime, str]
 FACT_TYPES: list[StoredMemoryType] = ["LongTermMemory", "UserMemory"]

@@ -15,25 +15,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from streams.core.lifecycle import refused
-from streams.core.merge import apply, resolve
-from streams.llm.port import LLMError
-from streams.prompts.aggregate import AGGREGATE, AggregateContext
-from streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
-from streams.prompts.members import MemberNote, is_generic
-from streams.prompts.relations import (
+from memstream.streams.core.lifecycle import refused
+from memstream.streams.core.merge import apply, resolve
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.aggregate import AGGREGATE, AggregateContext
+from memstream.streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
+from memstream.streams.prompts.members import MemberNote, is_generic
+from memstream.streams.prompts.relations import (
     RELATION_DETECTOR,
     RelationContext,
     RelationNode,
     resolved_direction,
 )
-from streams.reorganize import asof
-from streams.reorganize.clustering import centrality
-from streams.runtime import Deps, Outgoing
-from topics.events import MemoryUpdate, ReorganizeEvent
-from topics.ids import derived_event_id, stable_id
-from topics.models import Edge, EdgeType, MemoryItem, MemoryMetadata
-from topics.registry import MEMORY_UPDATES
+from memstream.streams.reorganize import asof
+from memstream.streams.reorganize.clustering import centrality
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.topics.events import MemoryUpdate, ReorganizeEvent
+from memstream.topics.ids import derived_event_id, stable_id
+from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryMetadata
+from memstream.topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.reorganize")
 STAGE = "reorganize"

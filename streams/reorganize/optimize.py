@@ -18,24 +18,24 @@ from typing import Literal
 
 import numpy as np
 
-from streams.llm.port import LLMError
-from streams.ops import metering
-from streams.prompts.members import MemberNote
-from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
-from streams.reorganize import asof
-from streams.reorganize.clustering import (
+from memstream.streams.llm.port import LLMError
+from memstream.streams.ops import metering
+from memstream.streams.prompts.members import MemberNote
+from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from memstream.streams.reorganize import asof
+from memstream.streams.reorganize.clustering import (
     FloatArray,
     centrality,
     centroid_of,
     hierarchy,
     language_labels,
 )
-from streams.reorganize.logic import complete, written_by
-from streams.runtime import Deps, Outgoing
-from topics.events import MemoryUpdate
-from topics.ids import derived_event_id, stable_id
-from topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
-from topics.registry import MEMORY_UPDATES
+from memstream.streams.reorganize.logic import complete, written_by
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.topics.events import MemoryUpdate
+from memstream.topics.ids import derived_event_id, stable_id
+from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
+from memstream.topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.optimize")
 STAGE = "optimizer"

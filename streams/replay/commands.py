@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from streams.replay.logic import replay_cube
-from streams.runtime import Deps, Outgoing, PermanentError
-from topics.events import DropViews, Event, MemoryUpdate, PromoteCube, ReplayCube
-from topics.ids import derived_event_id
-from topics.registry import CUBE_VIEWS, MEMORY_UPDATES
+from memstream.streams.replay.logic import replay_cube
+from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.topics.events import DropViews, Event, MemoryUpdate, PromoteCube, ReplayCube
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import CUBE_VIEWS, MEMORY_UPDATES
 
 STAGE = "commands"
 

@@ -18,10 +18,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 
-from streams.runtime import RawRecord, Record
-from topics.events import Origin
-from topics.registry import TopicSpec
-from topics.settings import Settings
+from memstream.streams.runtime import RawRecord, Record
+from memstream.topics.events import Origin
+from memstream.topics.registry import TopicSpec
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.replay")
 

@@ -31,10 +31,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from streams.llm.factory import create_llm
-from streams.replay.log import LogRecord, end_offsets, read_cube
-from streams.runtime import Deps, Outgoing, Record
-from topics.events import (
+from memstream.streams.llm.factory import create_llm
+from memstream.streams.replay.log import LogRecord, end_offsets, read_cube
+from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.topics.events import (
     BackupCube,
     ConversationChunk,
     DeleteCube,
@@ -47,8 +47,8 @@ from topics.events import (
     ReorganizeEvent,
     ReplayCube,
 )
-from topics.ids import derived_event_id
-from topics.registry import (
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import (
     CONVERSATIONS,
     MEMORY_COMMANDS,
     MEMORY_ITEMS,
@@ -230,9 +230,11 @@ def _next_step(records: Sequence[LogRecord], at: int) -> list[LogRecord]:
 
 async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps,
                  announcer: Announcer) -> None:
-    from streams.commands.logic import run_command  # the command stage imports this module
-    from streams.core.working_memory import apply_replacements
-    from streams.memory.logic import add_memories
+    from memstream.streams.commands.logic import (
+        run_command,  # the command stage imports this module
+    )
+    from memstream.streams.core.working_memory import apply_replacements
+    from memstream.streams.memory.logic import add_memories
 
     first = step[0]
     out: list[Outgoing] = []
@@ -266,8 +268,8 @@ def _into(record: Record[Any], cube: str) -> Record[Any]:
 
 async def _reextract(record: Record[ConversationChunk], cmd: ReplayCube, deps: Deps,
                      announcer: Announcer) -> list[Outgoing]:
-    from streams.extraction.logic import extract_chunk
-    from streams.memory.logic import add_memories
+    from memstream.streams.extraction.logic import extract_chunk
+    from memstream.streams.memory.logic import add_memories
 
     assert cmd.shadow is not None  # noqa: S101 - only shadow replays read conversations
     chunk = record.value.model_copy(update={"cube_id": cmd.shadow})
@@ -279,7 +281,7 @@ async def _reextract(record: Record[ConversationChunk], cmd: ReplayCube, deps: D
 async def _reorganize(out: Sequence[Outgoing], deps: Deps) -> None:
     """The optimizer's per-event work (relations, FOLLOWS, aggregates; removals; merges),
     done in line; its announcements are not published again."""
-    from streams.reorganize.logic import on_add, on_merge, on_remove
+    from memstream.streams.reorganize.logic import on_add, on_merge, on_remove
 
     if not deps.settings.reorganize.enabled:
         return

@@ -18,10 +18,10 @@ import logging
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from topics.events import PromoteCube
-from topics.kafka_compat import mark_latency_sensitive
-from topics.registry import CUBE_VIEWS
-from topics.settings import Settings
+from memstream.topics.events import PromoteCube
+from memstream.topics.kafka_compat import mark_latency_sensitive
+from memstream.topics.registry import CUBE_VIEWS
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.replay")
 

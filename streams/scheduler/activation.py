@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from streams.prompts.promptkit import clip
-from streams.runtime import Deps, Outgoing
-from streams.scheduler.planning import current_working_memory
-from streams.scheduler.state import CubeState
-from topics.events import ActivationMemory
-from topics.ids import derived_event_id
-from topics.registry import ACTIVATION_MEMORY
+from memstream.streams.prompts.promptkit import clip
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.scheduler.planning import current_working_memory
+from memstream.streams.scheduler.state import CubeState
+from memstream.topics.events import ActivationMemory
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import ACTIVATION_MEMORY
 
 HEADER = "Known about the user:"
 

@@ -20,11 +20,11 @@ from typing import Any
 
 import faust
 
-from streams.app import BatchHandler, BoundTopics, register_batch_agent
-from streams.core.working_memory import SINK_STAGE, apply_replacements
-from streams.ops import metering
-from streams.ops.access import check_write
-from streams.runtime import (
+from memstream.streams.app import BatchHandler, BoundTopics, register_batch_agent
+from memstream.streams.core.working_memory import SINK_STAGE, apply_replacements
+from memstream.streams.ops import metering
+from memstream.streams.ops.access import check_write
+from memstream.streams.runtime import (
     Deps,
     Outgoing,
     RawRecord,
@@ -35,13 +35,13 @@ from streams.runtime import (
     make_batch_handler,
     with_retries,
 )
-from streams.scheduler.activation import activation_event, due_for_render
-from streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
-from streams.scheduler.planning import QueryVectors
-from streams.scheduler.state import CubeState, state_key
-from topics.admin import TopicPlan, ensure_plans
-from topics.events import ScheduleMessage
-from topics.registry import SCHEDULE_ADD, SCHEDULE_ANSWER, SCHEDULE_QUERY, WORKING_MEMORY
+from memstream.streams.scheduler.activation import activation_event, due_for_render
+from memstream.streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
+from memstream.streams.scheduler.planning import QueryVectors
+from memstream.streams.scheduler.state import CubeState, state_key
+from memstream.topics.admin import TopicPlan, ensure_plans
+from memstream.topics.events import ScheduleMessage
+from memstream.topics.registry import SCHEDULE_ADD, SCHEDULE_ANSWER, SCHEDULE_QUERY, WORKING_MEMORY
 
 log = logging.getLogger("memstream.scheduler")
 TABLE = "scheduler-cubes"

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streams.core.retrieval import search
-from streams.core.working_memory import Entry, admissible, entry_of_node
-from streams.llm.port import LLMError
-from streams.prompts.scheduler import (
+from memstream.streams.core.retrieval import search
+from memstream.streams.core.working_memory import Entry, admissible, entry_of_node
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.scheduler import (
     KEYWORDS,
     RETRIEVAL_DECISION,
     DecisionContext,
@@ -27,10 +27,14 @@ from streams.prompts.scheduler import (
     fallback_decision,
     fallback_keywords,
 )
-from streams.runtime import Deps, Outgoing, PermanentError
-from streams.scheduler.planning import QueryVectors, current_working_memory, plan_working_memory
-from streams.scheduler.state import CubeState, LastReplacement, QueryRecord
-from topics.events import (
+from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.streams.scheduler.planning import (
+    QueryVectors,
+    current_working_memory,
+    plan_working_memory,
+)
+from memstream.streams.scheduler.state import CubeState, LastReplacement, QueryRecord
+from memstream.topics.events import (
     KNOWN_SCHEDULE_LABELS,
     MemoryUpdate,
     ScheduleMessage,
@@ -38,15 +42,15 @@ from topics.events import (
     WorkingMemoryEntry,
     WorkingMemoryReplacement,
 )
-from topics.ids import derived_event_id
-from topics.registry import (
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import (
     MEMORY_UPDATES,
     SCHEDULE_ADD,
     SCHEDULE_ANSWER,
     SCHEDULE_QUERY,
     WORKING_MEMORY,
 )
-from topics.settings import Settings
+from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.scheduler")
 STAGE = "scheduler"

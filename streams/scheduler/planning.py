@@ -17,10 +17,10 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from streams.core.working_memory import Entry, admissible, entry_of_copy
-from streams.embed.port import Embedder
-from streams.llm.port import LLMError
-from streams.prompts.scheduler import (
+from memstream.streams.core.working_memory import Entry, admissible, entry_of_copy
+from memstream.streams.embed.port import Embedder
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.scheduler import (
     FILTER,
     RERANK,
     FilterContext,
@@ -28,9 +28,9 @@ from streams.prompts.scheduler import (
     resolve_keep,
     resolve_order,
 )
-from streams.runtime import Deps
-from streams.scheduler.state import LastReplacement
-from topics.ids import working_copy_id
+from memstream.streams.runtime import Deps
+from memstream.streams.scheduler.state import LastReplacement
+from memstream.topics.ids import working_copy_id
 
 log = logging.getLogger("memstream.scheduler")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
 
-from topics.events import ScheduleMessage
-from topics.shred import is_sealed, seal, unseal
+from memstream.topics.events import ScheduleMessage
+from memstream.topics.shred import is_sealed, seal, unseal
 
 
 def state_key(user_id: str, cube_id: str) -> bytes:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from streams.app import BoundTopics
-from streams.runtime import Deps, RawRecord, StageStats
-from streams.search.logic import WaitApplied, answer, record_usage
-from topics.registry import REQUESTS
+from memstream.streams.app import BoundTopics
+from memstream.streams.runtime import Deps, RawRecord, StageStats
+from memstream.streams.search.logic import WaitApplied, answer, record_usage
+from memstream.topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")
 

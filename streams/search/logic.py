@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from streams.core.retrieval import search
-from streams.ops import metering
-from streams.ops.access import AccessDenied, check_read
-from streams.ops.governance import degrade
-from streams.runtime import Deps, Outgoing, RawRecord, dead_letter
-from topics.events import (
+from memstream.streams.core.retrieval import search
+from memstream.streams.ops import metering
+from memstream.streams.ops.access import AccessDenied, check_read
+from memstream.streams.ops.governance import degrade
+from memstream.streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from memstream.topics.events import (
     ErrorInfo,
     GetAllRequest,
     GetRequest,
@@ -40,11 +40,11 @@ from topics.events import (
     WorkingMemoryRequest,
     WriteToken,
 )
-from topics.limits import LimitExceeded, check_content, check_depth, check_raw
-from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
-from topics.registry import REPLIES, REQUESTS
-from topics.settings import LimitsSettings
-from topics.shred import unseal
+from memstream.topics.limits import LimitExceeded, check_content, check_depth, check_raw
+from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
+from memstream.topics.registry import REPLIES, REQUESTS
+from memstream.topics.settings import LimitsSettings
+from memstream.topics.shred import unseal
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"

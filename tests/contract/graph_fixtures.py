@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sinks import cypher
-from sinks.falkordb import FalkorDBGraphStore
-from sinks.local import FalkorDBServer
-from sinks.memory_graph import InMemoryGraphStore
-from sinks.neo4j import Neo4jGraphStore
-from sinks.ports import GraphStore
+from memstream.sinks import cypher
+from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.local import FalkorDBServer
+from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.neo4j import Neo4jGraphStore
+from memstream.sinks.ports import GraphStore
 
 GRAPH_BACKENDS = ("falkordb", "neo4j-bolt", "memory")
 BOLT_BATCH = 3  # rows per UNWIND over Bolt: ~600 B each, far below the 4 KB buffer

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from sinks.falkordb import FalkorDBGraphStore
-from sinks.local import FalkorDBServer
-from sinks.memory_graph import InMemoryGraphStore
-from sinks.ports import GraphStore
-from topics.access import CubeAccess
+from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.local import FalkorDBServer
+from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.ports import GraphStore
+from memstream.topics.access import CubeAccess
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -10,11 +10,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sinks.dump import backup_cube, dump_cube, export_cube, list_backups, load_cube, stamp_of
-from sinks.memory_store import MemoryStore
-from sinks.ports import StoreError
+from memstream.sinks.dump import (
+    backup_cube,
+    dump_cube,
+    export_cube,
+    list_backups,
+    load_cube,
+    stamp_of,
+)
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.ports import StoreError
+from memstream.topics.models import (
+    CubeGraph,
+    Edge,
+    MemoryItem,
+    MemoryMetadata,
+    SourceRef,
+    UsageRecord,
+)
 from tests.contract.vector_fixtures import CONTRACT_DIM
-from topics.models import CubeGraph, Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
 T0 = datetime(2025, 6, 1, 9, 30, 15, 123456, tzinfo=UTC)
 

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from sinks.cypher_store import CypherGraphStore
-from sinks.ports import Filter, GraphStore, StoreError
-from tests.contract.graph_fixtures import GRAPH_BACKENDS
-from topics.models import (
+from memstream.sinks.cypher_store import CypherGraphStore
+from memstream.sinks.ports import Filter, GraphStore, StoreError
+from memstream.topics.models import (
     CubeGraph,
     Edge,
     EdgeType,
@@ -27,6 +26,7 @@ from topics.models import (
     SourceRef,
     UsageRecord,
 )
+from tests.contract.graph_fixtures import GRAPH_BACKENDS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from sinks.cypher_store import CypherGraphStore
-from sinks.ports import Filter
+from memstream.sinks.cypher_store import CypherGraphStore
+from memstream.sinks.ports import Filter
+from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.contract.graph_fixtures import GRAPH_BACKENDS
-from topics.models import MemoryItem, MemoryMetadata
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.parametrize("graph_backend", GRAPH_BACKENDS)]

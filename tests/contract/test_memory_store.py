@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sinks.memory_store import MemoryStore, vector_record
-from sinks.ports import Filter, StoreError, VectorRecord, VectorStore
+from memstream.sinks.memory_store import MemoryStore, vector_record
+from memstream.sinks.ports import Filter, StoreError, VectorRecord, VectorStore
+from memstream.topics.models import MemoryItem, MemoryMetadata, MemoryType, Status
 from tests.contract.vector_fixtures import CONTRACT_DIM
-from topics.models import MemoryItem, MemoryMetadata, MemoryType, Status
 
 T0 = datetime(2025, 5, 1, 8, 0, tzinfo=UTC)
 

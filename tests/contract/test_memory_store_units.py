@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from sinks.memory_store import MemoryStore, vector_record
-from sinks.ports import GraphStore, StoreError
+from memstream.sinks.memory_store import MemoryStore, vector_record
+from memstream.sinks.ports import GraphStore, StoreError
+from memstream.topics.models import MemoryItem
 from tests.contract.test_memory_store import T0, node, unit_vec
-from topics.models import MemoryItem
 
 
 class FailingGraph:

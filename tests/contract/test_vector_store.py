@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sinks.milvus import MilvusVectorStore
-from sinks.ports import Filter, StoreError, VectorRecord, VectorStore
-from sinks.vector_cache import CachedVectorStore
+from memstream.sinks.milvus import MilvusVectorStore
+from memstream.sinks.ports import Filter, StoreError, VectorRecord, VectorStore
+from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.topics.models import MemoryType, Status
 from tests.contract.vector_fixtures import CONTRACT_DIM, make_vector_store
-from topics.models import MemoryType, Status
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 rng = np.random.default_rng(7)

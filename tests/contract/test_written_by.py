@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sinks.graph_props import node_to_props, props_to_node
-from sinks.ports import GraphStore
-from topics.models import MemoryItem, MemoryMetadata
+from memstream.sinks.graph_props import node_to_props, props_to_node
+from memstream.sinks.ports import GraphStore
+from memstream.topics.models import MemoryItem, MemoryMetadata
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from sinks.falkordb import FalkorDBGraphStore
-from sinks.memory_store import MemoryStore
-from sinks.memory_vectors import InMemoryVectorServer, InMemoryVectorStore
-from sinks.milvus import MilvusVectorStore
-from sinks.ports import VectorStore
-from sinks.vector_cache import CachedVectorStore
+from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.memory_vectors import InMemoryVectorServer, InMemoryVectorStore
+from memstream.sinks.milvus import MilvusVectorStore
+from memstream.sinks.ports import VectorStore
+from memstream.sinks.vector_cache import CachedVectorStore
 
 VECTOR_BACKENDS = ["milvus-lite", "milvus-lite-cached", "milvus-server", "memory"]
 # The consistency unit over each kind of Milvus (the cache is covered by the vector suite).

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memstream.topics.registry import CONVERSATIONS
 from tests.support.cli import pipeline_env, run_cli
 from tests.support.pipeline import Pipeline
-from topics.registry import CONVERSATIONS
 
 CHAT = [{"session_id": "s1", "messages": [
     {"role": "user", "content": "I'm allergic to peanuts and I love Thai food."},

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from sinks.dump import list_backups
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from tests.support.topics import read_topic
-from topics.client import MemoryServiceError
-from topics.events import (
+from memstream.sinks.dump import list_backups
+from memstream.topics.client import MemoryServiceError
+from memstream.topics.events import (
     BackupCube,
     DeleteCube,
     DeleteNodes,
@@ -26,9 +24,11 @@ from topics.events import (
     MemoryUpdate,
     UpdateNode,
 )
-from topics.ids import working_copy_id
-from topics.models import MemoryItem
-from topics.registry import MEMORY_UPDATES
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import MemoryItem
+from memstream.topics.registry import MEMORY_UPDATES
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.topics import read_topic
 
 
 @pytest_asyncio.fixture

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sinks.local import FalkorDBServer
-from topics.broker import recorded_pid as broker_pid
-from topics.broker_process import pid_alive
-from topics.client import MemoryClient
-from topics.events import DeadLetter, DumpCube, WriteToken
-from topics.registry import DEAD_LETTER
-from topics.settings import Settings
+from memstream.sinks.local import FalkorDBServer
+from memstream.topics.broker import recorded_pid as broker_pid
+from memstream.topics.broker_process import pid_alive
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import DeadLetter, DumpCube, WriteToken
+from memstream.topics.registry import DEAD_LETTER
+from memstream.topics.settings import Settings
 
 MEMSTREAM = [sys.executable, "-m", "memstream"]
 NAMES = ["Anna Nowak", "Bruno Silva", "Chen Wei", "Dara Okafor", "Emil Berg", "Fatima Zahra",

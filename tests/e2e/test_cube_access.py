@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from streams.memory.logic import build_node
+from memstream.streams.memory.logic import build_node
+from memstream.topics.client import MemoryServiceError
+from memstream.topics.events import DumpCube, ExtractedMemory, MemoryUpdate, ShareCube, UnshareCube
+from memstream.topics.registry import MEMORY_UPDATES
 from tests.support.pipeline import Pipeline
-from topics.client import MemoryServiceError
-from topics.events import DumpCube, ExtractedMemory, MemoryUpdate, ShareCube, UnshareCube
-from topics.registry import MEMORY_UPDATES
 
 ALICE = ["Alice keeps the spare key under the blue flowerpot.",
          "Alice's bank PIN is written in the green notebook."]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
+from memstream.topics.models import MemoryItem
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline
-from topics.models import MemoryItem
 
 NAMES = ["Anna Kowalski", "Anna Nowak", "Boris Petrov", "Carla Rossi", "David Chen",
          "Elena Silva", "Farid Haddad", "Greta Berg", "Hugo Moreau", "Ines Costa"]

@@ -21,12 +21,18 @@ import pytest_asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from sinks.dump import export_cube
+from memstream.sinks.dump import export_cube
+from memstream.topics.events import DeleteCube, MemoryUpdate, ReplayCube, UpdateNode
+from memstream.topics.registry import (
+    ALL_TOPICS,
+    BY_SUFFIX,
+    MEMORY_UPDATES,
+    REPLIES,
+    REPLIES_RETENTION_MS,
+)
+from memstream.topics.shred import is_sealed, unseal
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import topic_config
-from topics.events import DeleteCube, MemoryUpdate, ReplayCube, UpdateNode
-from topics.registry import ALL_TOPICS, BY_SUFFIX, MEMORY_UPDATES, REPLIES, REPLIES_RETENTION_MS
-from topics.shred import is_sealed, unseal
 
 T0 = datetime(2026, 5, 4, 10, tzinfo=UTC)
 # Words only these users ever say: found in the log before erasure, never after.

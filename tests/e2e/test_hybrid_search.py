@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from memstream.topics.client import MemoryServiceError
+from memstream.topics.events import SearchRequest
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from topics.client import MemoryServiceError
-from topics.events import SearchRequest
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

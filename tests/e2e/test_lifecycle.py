@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.support.clock import Clock
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from tests.support.topics import read_topic
-from topics.events import (
+from memstream.topics.events import (
     ExtractedMemory,
     FreezeNodes,
     LifecycleSweep,
@@ -23,9 +20,17 @@ from topics.events import (
     UpdateNode,
     WriteToken,
 )
-from topics.ids import working_copy_id
-from topics.models import MemoryItem
-from topics.registry import MEMORY_COMMANDS, MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_NORMAL
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import MemoryItem
+from memstream.topics.registry import (
+    MEMORY_COMMANDS,
+    MEMORY_ITEMS,
+    MEMORY_UPDATES,
+    REORGANIZE_NORMAL,
+)
+from tests.support.clock import Clock
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.topics import read_topic
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 CUBE = "life"

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from memstream.topics.client import LimitExceeded, MemoryClient, MemoryServiceError
+from memstream.topics.events import DeadLetter
+from memstream.topics.registry import CONVERSATIONS, DEAD_LETTER, MEMORY_ITEMS, REQUESTS
+from memstream.topics.settings import LimitsSettings
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import produce_raw, read_topic
-from topics.client import LimitExceeded, MemoryClient, MemoryServiceError
-from topics.events import DeadLetter
-from topics.registry import CONVERSATIONS, DEAD_LETTER, MEMORY_ITEMS, REQUESTS
-from topics.settings import LimitsSettings
 
 TIMESTAMP = "2025-03-01T10:00:00+00:00"
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest_asyncio
 
+from memstream.topics.events import ExtractedMemory, MemoryUpdate
+from memstream.topics.models import Edge, MemoryItem
+from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic
-from topics.events import ExtractedMemory, MemoryUpdate
-from topics.models import Edge, MemoryItem
-from topics.registry import MEMORY_ITEMS, MEMORY_UPDATES
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 

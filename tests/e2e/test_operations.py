@@ -15,12 +15,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from memstream.topics.events import MemoryUpdate, SearchRequest, SearchResult
+from memstream.topics.registry import CONVERSATIONS, MEMORY_UPDATES
+from memstream.topics.settings import Settings
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import produce_raw
-from topics.events import MemoryUpdate, SearchRequest, SearchResult
-from topics.registry import CONVERSATIONS, MEMORY_UPDATES
-from topics.settings import Settings
 
 EXTRACTION_PROMPT = "You keep the long-term memory"
 PROMPT_TOKENS, COMPLETION_TOKENS = 30, 10

@@ -14,15 +14,15 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
-from streams.reorganize.agent import Processor
-from streams.worker import Worker
+from memstream.streams.reorganize.agent import Processor
+from memstream.streams.worker import Worker
+from memstream.topics.events import ExtractedMemory, ReorganizeEvent, WriteToken
+from memstream.topics.models import MemoryItem
+from memstream.topics.progress import Progress
+from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH, REORGANIZE_LOW
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic
-from topics.events import ExtractedMemory, ReorganizeEvent, WriteToken
-from topics.models import MemoryItem
-from topics.progress import Progress
-from topics.registry import MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH, REORGANIZE_LOW
 
 T0 = datetime(2026, 4, 2, 8, tzinfo=UTC)
 TRIP = [

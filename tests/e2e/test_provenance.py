@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.support.clock import Clock
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from topics.events import (
+from memstream.topics.events import (
     DeleteNodes,
     ExtractedMemory,
     FreezeNodes,
@@ -20,9 +18,11 @@ from topics.events import (
     ReorganizeEvent,
     UpdateNode,
 )
-from topics.models import MemoryItem
-from topics.provenance import NodeNotFound
-from topics.registry import MEMORY_ITEMS
+from memstream.topics.models import MemoryItem
+from memstream.topics.provenance import NodeNotFound
+from memstream.topics.registry import MEMORY_ITEMS
+from tests.support.clock import Clock
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 

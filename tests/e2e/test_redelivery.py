@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest_asyncio
 
-from streams.core.merge import Merge, merge_note
-from streams.core.working_memory import working_copy
-from streams.memory.logic import add_memories, build_node, node_id_for
-from streams.runtime import Outgoing, RawRecord, Record
+from memstream.streams.core.merge import Merge, merge_note
+from memstream.streams.core.working_memory import working_copy
+from memstream.streams.memory.logic import add_memories, build_node, node_id_for
+from memstream.streams.runtime import Outgoing, RawRecord, Record
+from memstream.topics.events import ExtractedMemory, MemoryUpdate, Origin, ReorganizeEvent
+from memstream.topics.ids import derived_event_id, working_copy_id
+from memstream.topics.models import Edge, MemoryItem
+from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic
-from topics.events import ExtractedMemory, MemoryUpdate, Origin, ReorganizeEvent
-from topics.ids import derived_event_id, working_copy_id
-from topics.models import Edge, MemoryItem
-from topics.registry import MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
 
 T0 = datetime(2026, 4, 1, 9, tzinfo=UTC)
 

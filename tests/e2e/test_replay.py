@@ -18,12 +18,10 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
-from sinks.dump import export_cube
-from streams.replay import logic as replay_logic
-from streams.replay.logic import progress_of
-from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from topics.events import (
+from memstream.sinks.dump import export_cube
+from memstream.streams.replay import logic as replay_logic
+from memstream.streams.replay.logic import progress_of
+from memstream.topics.events import (
     DeleteNodes,
     DropViews,
     MemoryUpdate,
@@ -32,9 +30,11 @@ from topics.events import (
     UpdateNode,
     WriteToken,
 )
-from topics.models import CubeGraph
-from topics.progress import Progress
-from topics.registry import CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
+from memstream.topics.models import CubeGraph
+from memstream.topics.progress import Progress
+from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
+from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
 TRIP = [

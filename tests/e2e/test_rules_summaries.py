@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from streams.prompts.members import sentences
+from memstream.streams.prompts.members import sentences
+from memstream.topics.events import ReplaceWorkingMemory
+from memstream.topics.models import MemoryItem
 from tests.e2e.test_optimizer import settle, tell
 from tests.e2e.test_scheduler import ask, replacement_for
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from topics.events import ReplaceWorkingMemory
-from topics.models import MemoryItem
 
 COOKING = [
     ("The user cooks vegetarian lasagne with spinach every Sunday.",

@@ -16,14 +16,14 @@ import pytest
 import pytest_asyncio
 from pymilvus import MilvusClient
 
-from sinks.falkordb import FalkorDBGraphStore
-from sinks.milvus import MilvusVectorStore
-from streams.worker import Worker
+from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.milvus import MilvusVectorStore
+from memstream.streams.worker import Worker
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import WriteToken
+from memstream.topics.registry import DEAD_LETTER, MEMORY_ITEMS
+from memstream.topics.settings import Settings
 from tests.support.pipeline import pipeline_settings
-from topics.client import MemoryClient
-from topics.events import WriteToken
-from topics.registry import DEAD_LETTER, MEMORY_ITEMS
-from topics.settings import Settings
 
 CUBES = [f"scale{c}" for c in range(6)]
 NAMES = ["Ana", "Bram", "Chidi", "Dorota", "Eamon", "Farah", "Goro", "Hedda", "Ilias", "Jun"]

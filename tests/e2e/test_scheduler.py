@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from streams.worker import Worker
-from tests.support.pipeline import Pipeline, pipeline_settings
-from tests.support.topics import produce_raw, read_topic, topic_config
-from topics.admin import topic_offsets
-from topics.client import MemoryClient
-from topics.events import (
+from memstream.streams.worker import Worker
+from memstream.topics.admin import topic_offsets
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import (
     ActivationMemory,
     MemoryUpdate,
     ReplaceWorkingMemory,
@@ -25,9 +23,9 @@ from topics.events import (
     WorkingMemoryReplacement,
     WriteToken,
 )
-from topics.ids import derived_event_id
-from topics.models import utcnow
-from topics.registry import (
+from memstream.topics.ids import derived_event_id
+from memstream.topics.models import utcnow
+from memstream.topics.registry import (
     ACTIVATION_MEMORY,
     DEAD_LETTER,
     MEMORY_UPDATES,
@@ -37,7 +35,9 @@ from topics.registry import (
     WORKING_MEMORY,
     TopicSpec,
 )
-from topics.settings import Settings
+from memstream.topics.settings import Settings
+from tests.support.pipeline import Pipeline, pipeline_settings
+from tests.support.topics import produce_raw, read_topic, topic_config
 
 DIET = [
     "The user is vegetarian and avoids meat.",

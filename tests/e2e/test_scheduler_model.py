@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from memstream.topics.events import WorkingMemoryReplacement
+from memstream.topics.ids import derived_event_id
+from memstream.topics.registry import SCHEDULE_ANSWER, WORKING_MEMORY
 from tests.e2e.test_scheduler import (
     DIET,
     TRAVEL,
@@ -25,9 +28,6 @@ from tests.e2e.test_scheduler import (
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message, system_prompt
 from tests.support.pipeline import Pipeline, pipeline_settings
 from tests.support.topics import read_topic
-from topics.events import WorkingMemoryReplacement
-from topics.ids import derived_event_id
-from topics.registry import SCHEDULE_ANSWER, WORKING_MEMORY
 
 
 @pytest_asyncio.fixture(scope="module")

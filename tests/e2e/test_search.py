@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.topics.events import SearchRequest
+from memstream.topics.registry import DEAD_LETTER, REQUESTS
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline
 from tests.support.topics import produce_raw, read_topic
-from topics.client import MemoryClient, MemoryServiceError
-from topics.events import SearchRequest
-from topics.registry import DEAD_LETTER, REQUESTS
 
 FOOD = [
     "The user is vegetarian and avoids meat.",

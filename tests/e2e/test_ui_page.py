@@ -20,13 +20,13 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from memstream.sinks.graph_factory import create_graph_store
+from memstream.topics.events import ExtractedMemory
+from memstream.topics.models import SourceRef
+from memstream.topics.registry import MEMORY_ITEMS
 from memstream.ui.server import UIServer
-from sinks.graph_factory import create_graph_store
 from tests.e2e.test_optimizer import T0, settle
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from topics.events import ExtractedMemory
-from topics.models import SourceRef
-from topics.registry import MEMORY_ITEMS
 
 SUBJECTS = json.loads((Path(__file__).parents[1] / "data" / "three_subjects.json")
                       .read_text(encoding="utf-8"))["subjects"]

@@ -10,17 +10,17 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from memstream.samples import DEMO_USER, sample_sessions
-from tests.fakes.openai_server import Reply
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
-from tests.support.topics import produce_raw, read_topic
-from topics.events import DeadLetter, ExtractedMemory, MemoryUpdate, ReorganizeEvent
-from topics.registry import (
+from memstream.topics.events import DeadLetter, ExtractedMemory, MemoryUpdate, ReorganizeEvent
+from memstream.topics.registry import (
     CONVERSATIONS,
     DEAD_LETTER,
     MEMORY_ITEMS,
     MEMORY_UPDATES,
     REORGANIZE_HIGH,
 )
+from tests.fakes.openai_server import Reply
+from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.topics import produce_raw, read_topic
 
 START = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 

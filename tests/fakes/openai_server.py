@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from topics.settings import EmbedderSettings, LLMSettings
+from memstream.topics.settings import EmbedderSettings, LLMSettings
 
 RequestJSON = dict[str, Any]
 

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from topics.broker import BrokerError, LocalBroker, NoidaBroker
-from topics.settings import KafkaSettings, Settings
+from memstream.topics.broker import BrokerError, LocalBroker, NoidaBroker
+from memstream.topics.settings import KafkaSettings, Settings
 
 T = TypeVar("T")
 

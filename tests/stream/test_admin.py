@@ -11,9 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.stream.broker_fixtures import run_sync, start_broker, stream_settings, unique_prefix
-from tests.support.topics import topic_config
-from topics.admin import (
+from memstream.topics.admin import (
     GroupOffsetsUnsupported,
     TopicAdminError,
     delete_topics,
@@ -21,9 +19,9 @@ from topics.admin import (
     group_lag,
     topic_offsets,
 )
-from topics.broker import TansuBroker
-from topics.events import ConversationChunk
-from topics.registry import (
+from memstream.topics.broker import TansuBroker
+from memstream.topics.events import ConversationChunk
+from memstream.topics.registry import (
     ALL_TOPICS,
     CONVERSATIONS,
     MEMORY_UPDATES,
@@ -31,6 +29,8 @@ from topics.registry import (
     REPLIES_RETENTION_MS,
     TopicSpec,
 )
+from tests.stream.broker_fixtures import run_sync, start_broker, stream_settings, unique_prefix
+from tests.support.topics import topic_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -125,7 +125,7 @@ async def test_existing_smaller_topic_is_left_alone_with_a_warning(
     finally:
         await admin.close()
 
-    with caplog.at_level(logging.WARNING, logger="topics.admin"):
+    with caplog.at_level(logging.WARNING, logger="memstream.topics.admin"):
         created = await ensure_topics(settings, kafka_broker)
 
     assert created[conversations] == 1
@@ -138,7 +138,7 @@ async def test_rejected_config_falls_back_to_a_plain_topic(
 ) -> None:
     settings = stream_settings(kafka_broker, topic_prefix, tmp_path)
     odd = TopicSpec("odd", ConversationChunk, partitions=2, config={"retention.ms": "forever"})
-    with caplog.at_level(logging.WARNING, logger="topics.admin"):
+    with caplog.at_level(logging.WARNING, logger="memstream.topics.admin"):
         created = await ensure_topics(settings, kafka_broker, specs=[odd])
     assert created == {f"{topic_prefix}odd": 2}
     assert "rejected configs {'retention.ms': 'forever'}" in caplog.text

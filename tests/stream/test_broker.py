@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from topics.broker import (
+from memstream.topics.broker import (
     BOOTSTRAP_FILE,
     PIDFILE,
     BrokerBinaryMissing,
@@ -32,7 +32,7 @@ from topics.broker import (
     running_broker,
     stop_detached,
 )
-from topics.settings import KafkaSettings, Settings
+from memstream.topics.settings import KafkaSettings, Settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -200,7 +200,7 @@ async def test_noida_keeps_messages_and_commits_across_restart_on_another_port(
 _LAUNCHER = textwrap.dedent(
     """
     import asyncio, sys
-    from topics.broker import NoidaBroker
+    from memstream.topics.broker import NoidaBroker
     print(asyncio.run(NoidaBroker(sys.argv[1]).start(detached=True)), flush=True)
     """
 )
@@ -279,7 +279,7 @@ async def test_silent_broker_times_out_and_is_killed_despite_ignoring_sigterm(
 _ORPHANING_PARENT = textwrap.dedent(
     """
     import asyncio, sys, time
-    from topics.broker import NoidaBroker
+    from memstream.topics.broker import NoidaBroker
     broker = NoidaBroker(sys.argv[1])
     asyncio.run(broker.start())
     print(broker.pid, flush=True)
@@ -319,7 +319,7 @@ async def test_an_idle_consumer_does_not_spin_on_the_embedded_broker(kafka_broke
     """noida answers empty fetches at once; with the pause an idle consumer stays quiet."""
     import resource
 
-    from topics.kafka_compat import pause_empty_fetches
+    from memstream.topics.kafka_compat import pause_empty_fetches
 
     topic = f"idle-{os.getpid()}-{time.monotonic_ns()}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker)

@@ -11,10 +11,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import Fetcher
 
-from topics import kafka_compat
-from topics.client import MemoryClient
-from topics.events import MemoryUpdate
-from topics.settings import Settings
+from memstream.topics import kafka_compat
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import MemoryUpdate
+from memstream.topics.settings import Settings
 
 
 def settings(tmp_path: Path, bootstrap: str, **kafka: object) -> Settings:

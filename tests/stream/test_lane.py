@@ -10,12 +10,12 @@ import uuid
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from streams.lane import RequestLane
-from streams.runtime import RawRecord, StageStats
+from memstream.streams.lane import RequestLane
+from memstream.streams.runtime import RawRecord, StageStats
+from memstream.topics.admin import ensure_topics
+from memstream.topics.registry import REQUESTS, consumer_group
+from memstream.topics.settings import Settings
 from tests.stream.broker_fixtures import stream_settings
-from topics.admin import ensure_topics
-from topics.registry import REQUESTS, consumer_group
-from topics.settings import Settings
 
 
 def lane_settings(bootstrap: str, prefix: str) -> Settings:

@@ -23,18 +23,18 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from sinks.memory_graph import InMemoryGraphStore
-from sinks.memory_store import MemoryStore
-from sinks.memory_vectors import InMemoryVectorStore
-from streams.embed.local import LocalEmbedder
-from streams.embed.port import Embedder, Vectors
-from streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
-from streams.llm.rules import RulesLLM
-from streams.runtime import Deps, Outgoing, RawRecord, Record
-from topics.events import Origin
-from topics.ids import stable_id
-from topics.models import MemoryItem, MemoryMetadata
-from topics.settings import Settings
+from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.memory_vectors import InMemoryVectorStore
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.embed.port import Embedder, Vectors
+from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.runtime import Deps, Outgoing, RawRecord, Record
+from memstream.topics.events import Origin
+from memstream.topics.ids import stable_id
+from memstream.topics.models import MemoryItem, MemoryMetadata
+from memstream.topics.settings import Settings
 
 E = TypeVar("E", bound=BaseModel)
 T0 = datetime(2026, 5, 1, 9, tzinfo=UTC)

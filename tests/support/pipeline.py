@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from sinks.local import FalkorDBServer
-from streams.runtime import Clock, Deps
-from streams.worker import Worker
-from topics.client import MemoryClient
-from topics.models import utcnow
-from topics.settings import Settings
+from memstream.sinks.local import FalkorDBServer
+from memstream.streams.runtime import Clock, Deps
+from memstream.streams.worker import Worker
+from memstream.topics.client import MemoryClient
+from memstream.topics.models import utcnow
+from memstream.topics.settings import Settings
 
 
 @dataclass

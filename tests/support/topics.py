@@ -8,9 +8,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from topics.client import MemoryClient
-from topics.registry import TopicSpec
-from topics.settings import Settings
+from memstream.topics.client import MemoryClient
+from memstream.topics.registry import TopicSpec
+from memstream.topics.settings import Settings
 
 
 async def read_topic(settings: Settings, bootstrap: str, spec: TopicSpec) -> list[Any]:

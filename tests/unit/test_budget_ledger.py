@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
-from sinks.memory_graph import InMemoryGraphStore
-from streams.llm.port import ChatMessage, LLMUsage, Task
-from streams.llm.rules import STAND_INS
-from streams.ops import metering
-from streams.ops.budget import MeteredLLM, period_of
-from topics.settings import GovernanceSettings
+from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.streams.llm.port import ChatMessage, LLMUsage, Task
+from memstream.streams.llm.rules import STAND_INS
+from memstream.streams.ops import metering
+from memstream.streams.ops.budget import MeteredLLM, period_of
+from memstream.topics.settings import GovernanceSettings
 
 
 class Ctx(BaseModel):

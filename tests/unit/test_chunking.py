@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.extraction.chunking import chunk_text
+from memstream.streams.extraction.chunking import chunk_text
 
 TEXT = ("The museum opens at nine. Tickets cost twelve euros! Guided tours run hourly.\n\n" * 30
         + "博物馆九点开门。门票十二欧元！每小时有导游。" * 20)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streams.embed.local import LocalEmbedder
-from streams.reorganize.clustering import Hierarchy, cluster, hierarchy, language_labels
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.reorganize.clustering import Hierarchy, cluster, hierarchy, language_labels
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "three_subjects.json"
 

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from streams.embed.local import LocalEmbedder
-from streams.llm.rules import RulesLLM, stand_in
-from streams.llm.rules.conflict_analysis import analyse, stem, zh_number
-from streams.prompts.conflict import (
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.llm.rules import RulesLLM, stand_in
+from memstream.streams.llm.rules.conflict_analysis import analyse, stem, zh_number
+from memstream.streams.prompts.conflict import (
     RELATION_JUDGE,
     JudgeContext,
     JudgeResponse,
     MemoryStatement,
     Relation,
 )
-from streams.prompts.fusion import FUSION, FusionContext, FusionResponse
+from memstream.streams.prompts.fusion import FUSION, FusionContext, FusionResponse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "merge_pairs.jsonl"
 T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)

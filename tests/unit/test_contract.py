@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from topics.events import ConversationChunk, MemoryUpdate, Reply, SearchRequest
-from topics.ids import chunk_source_key, memory_id, working_copy_id
-from topics.registry import ALL_TOPICS, BY_SUFFIX, CONVERSATIONS, REQUESTS
-from topics.settings import Settings
+from memstream.topics.events import ConversationChunk, MemoryUpdate, Reply, SearchRequest
+from memstream.topics.ids import chunk_source_key, memory_id, working_copy_id
+from memstream.topics.registry import ALL_TOPICS, BY_SUFFIX, CONVERSATIONS, REQUESTS
+from memstream.topics.settings import Settings
 
 SPEC_TOPICS = {
     "conversations", "memory.items", "memory.commands", "memory.updates", "reorganize.high",

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from sinks import cypher
-from sinks.graph_props import node_to_props, props_to_node
-from sinks.ports import FILTER_FIELDS, Filter, StoreError
-from topics.models import EDGE_TYPES, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
+from memstream.sinks import cypher
+from memstream.sinks.graph_props import node_to_props, props_to_node
+from memstream.sinks.ports import FILTER_FIELDS, Filter, StoreError
+from memstream.topics.models import EDGE_TYPES, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 
 HOSTILE = [
     "x' OR 1=1 //",

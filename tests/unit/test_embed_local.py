@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from streams.embed.factory import create_embedder
-from streams.embed.local import LocalEmbedder
-from streams.embed.port import EmbedderError
-from topics.settings import EmbedderSettings
+from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.embed.port import EmbedderError
+from memstream.topics.settings import EmbedderSettings
 
 TEXTS = [
     "The user loves drinking green tea.",

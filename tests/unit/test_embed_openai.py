@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streams.embed.factory import create_embedder
-from streams.embed.local import LocalEmbedder
-from streams.embed.openai_embed import OpenAIEmbedder
-from streams.embed.port import EmbedderError
+from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.embed.openai_embed import OpenAIEmbedder
+from memstream.streams.embed.port import EmbedderError
+from memstream.topics.settings import EmbedderSettings
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
-from topics.settings import EmbedderSettings
 
 TEXTS = [
     "The user loves drinking green tea.",

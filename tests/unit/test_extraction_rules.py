@@ -10,10 +10,10 @@ from typing import Literal
 import jieba.posseg
 import pytest
 
-from streams.llm.port import LLMError, Task
-from streams.llm.rules import STAND_INS, RulesLLM
-from streams.llm.rules.extraction import rules
-from streams.prompts.extraction import (
+from memstream.streams.llm.port import LLMError, Task
+from memstream.streams.llm.rules import STAND_INS, RulesLLM
+from memstream.streams.llm.rules.extraction import rules
+from memstream.streams.prompts.extraction import (
     EXTRACTION,
     ExtractedItem,
     ExtractionContext,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from topics.kafka_compat import FetchPause
+from memstream.topics.kafka_compat import FetchPause
 
 
 def test_a_busy_consumer_pauses_briefly_and_an_idle_one_the_full_jittered_pause() -> None:

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from streams.runtime import RawRecord, dead_letter, decode_batch
-from topics.events import ConversationChunk, ExtractedMemory, SearchRequest
-from topics.limits import LimitExceeded, check_content, check_raw, json_depth
-from topics.models import utcnow
-from topics.registry import CONVERSATIONS, DEAD_LETTER
-from topics.settings import LimitsSettings
+from memstream.streams.runtime import RawRecord, dead_letter, decode_batch
+from memstream.topics.events import ConversationChunk, ExtractedMemory, SearchRequest
+from memstream.topics.limits import LimitExceeded, check_content, check_raw, json_depth
+from memstream.topics.models import utcnow
+from memstream.topics.registry import CONVERSATIONS, DEAD_LETTER
+from memstream.topics.settings import LimitsSettings
 
 LIMITS = LimitsSettings()
 
@@ -63,9 +63,9 @@ def test_dead_letter_keeps_a_small_payload_whole() -> None:
 
 
 def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
-    from streams.search.logic import _bounded
-    from topics.events import Reply, ScoredMemory, SearchResult
-    from topics.models import MemoryItem, MemoryMetadata
+    from memstream.streams.search.logic import _bounded
+    from memstream.topics.events import Reply, ScoredMemory, SearchResult
+    from memstream.topics.models import MemoryItem, MemoryMetadata
 
     item = MemoryItem(id="n1", memory="m" * 3_000, metadata=MemoryMetadata(
         user_id="u", cube_id="u", memory_type="LongTermMemory"))  # type: ignore[call-arg]
@@ -79,7 +79,7 @@ def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
 
 
 async def test_the_local_embedder_reads_a_long_text_in_bounded_time() -> None:
-    from streams.embed.local import LocalEmbedder
+    from memstream.streams.embed.local import LocalEmbedder
 
     text = "The user walked to the market and bought apples and pears. " * 3_400  # 200 KB
     started = time.perf_counter()

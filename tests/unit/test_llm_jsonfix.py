@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.llm.jsonfix import JSONRecoveryError, recover_json
+from memstream.streams.llm.jsonfix import JSONRecoveryError, recover_json
 
 EXPECTED = {"memories": [{"key": "tea", "tags": ["drink", "tea"]}], "summary": "ok"}
 

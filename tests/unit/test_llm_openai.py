@@ -10,13 +10,13 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from streams.llm.factory import create_llm
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.port import ChatMessage, LLMError, Task
-from streams.llm.rules import RulesLLM
-from streams.prompts.extraction import EXTRACTION, ExtractionContext, ExtractionMessage
+from memstream.streams.llm.factory import create_llm
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.port import ChatMessage, LLMError, Task
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.prompts.extraction import EXTRACTION, ExtractionContext, ExtractionMessage
+from memstream.topics.settings import LLMSettings
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
-from topics.settings import LLMSettings
 
 
 class Question(BaseModel):

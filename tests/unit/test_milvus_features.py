@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.milvus_features import ServerFeatures
+from memstream.sinks.milvus_features import ServerFeatures
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from sinks.ports import StoreError, StoreUnavailable
-from streams.runtime import Outgoing, PermanentError, StageStats, is_outage, with_retries
-from topics.members import owner_of, worker_client_id
+from memstream.sinks.ports import StoreError, StoreUnavailable
+from memstream.streams.runtime import Outgoing, PermanentError, StageStats, is_outage, with_retries
+from memstream.topics.members import owner_of, worker_client_id
 
 
 def _wrapped(cause: BaseException) -> StoreError:

@@ -8,8 +8,8 @@ from typing import Literal
 import pytest
 from pydantic import ValidationError
 
-from streams.llm.rules import stand_in
-from streams.prompts.extraction import (
+from memstream.streams.llm.rules import stand_in
+from memstream.streams.prompts.extraction import (
     EXTRACTION,
     ExtractedItem,
     ExtractionContext,

@@ -7,17 +7,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.rules import RulesLLM
-from streams.llm.rules.relations import rules
-from streams.prompts.inference import (
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.llm.rules.relations import rules
+from memstream.streams.prompts.inference import (
     INFERENCE,
     InferenceContext,
     InferenceResponse,
     novel_fact,
 )
-from streams.prompts.inference import render as render_inference
-from streams.prompts.relations import (
+from memstream.streams.prompts.inference import render as render_inference
+from memstream.streams.prompts.relations import (
     RELATION_DETECTOR,
     RelationContext,
     RelationNode,
@@ -25,8 +25,8 @@ from streams.prompts.relations import (
     render,
     resolved_direction,
 )
+from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
-from topics.models import MemoryItem, MemoryMetadata
 
 T0 = datetime(2025, 5, 2, 9, 0, tzinfo=UTC)
 

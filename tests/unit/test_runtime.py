@@ -7,11 +7,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from streams.runtime import Outgoing, RawRecord, Record, StageStats, make_batch_handler
-from topics.events import DeadLetter, ExtractedMemory, MemoryUpdate
-from topics.models import utcnow
-from topics.registry import DEAD_LETTER, MEMORY_ITEMS, MEMORY_UPDATES
-from topics.settings import WorkerSettings
+from memstream.streams.runtime import Outgoing, RawRecord, Record, StageStats, make_batch_handler
+from memstream.topics.events import DeadLetter, ExtractedMemory, MemoryUpdate
+from memstream.topics.models import utcnow
+from memstream.topics.registry import DEAD_LETTER, MEMORY_ITEMS, MEMORY_UPDATES
+from memstream.topics.settings import WorkerSettings
 
 FAST = WorkerSettings(stage_retries=2, retry_backoff_s=0.0)
 

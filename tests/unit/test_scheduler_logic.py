@@ -10,24 +10,24 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from streams.core.working_memory import Entry, target_copies
-from streams.embed.local import LocalEmbedder
-from streams.embed.port import Vectors
-from streams.runtime import RawRecord, Record
-from streams.scheduler.activation import due_for_render, render_activation
-from streams.scheduler.agent import in_order
-from streams.scheduler.logic import ScheduleRejected, route, split_top_k
-from streams.scheduler.planning import (
+from memstream.streams.core.working_memory import Entry, target_copies
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.embed.port import Vectors
+from memstream.streams.runtime import RawRecord, Record
+from memstream.streams.scheduler.activation import due_for_render, render_activation
+from memstream.streams.scheduler.agent import in_order
+from memstream.streams.scheduler.logic import ScheduleRejected, route, split_top_k
+from memstream.streams.scheduler.planning import (
     QueryVectors,
     drop_short_and_repeats,
     near_duplicate_survivors,
     query_similarities,
 )
-from streams.scheduler.state import CubeState, QueryRecord
-from topics.events import Origin, ScheduleMessage
-from topics.ids import working_copy_id
-from topics.models import MemoryItem, MemoryMetadata
-from topics.settings import SchedulerSettings, Settings
+from memstream.streams.scheduler.state import CubeState, QueryRecord
+from memstream.topics.events import Origin, ScheduleMessage
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import MemoryItem, MemoryMetadata
+from memstream.topics.settings import SchedulerSettings, Settings
 
 T0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
 SETTINGS = Settings(kafka={"topic_prefix": "u."})

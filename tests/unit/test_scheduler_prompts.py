@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streams.embed.local import LocalEmbedder
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.rules import RulesLLM
-from streams.llm.rules.scheduler import rules_filter, rules_rerank
-from streams.prompts.scheduler import (
+from memstream.streams.embed.local import LocalEmbedder
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.llm.rules.scheduler import rules_filter, rules_rerank
+from memstream.streams.prompts.scheduler import (
     E5_FLOOR,
     E5_FLOOR_CJK,
     FILTER,

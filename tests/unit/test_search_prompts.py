@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.rules import RulesLLM
-from streams.llm.rules.search import rules_goal, rules_reasoner
-from streams.prompts.search import (
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.llm.rules.search import rules_goal, rules_reasoner
+from memstream.streams.prompts.search import (
     GOAL_PARSER,
     REASONER,
     GoalContext,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from topics import shred
-from topics.events import ConversationChunk
-from topics.registry import CONVERSATIONS
+from memstream.topics import shred
+from memstream.topics.events import ConversationChunk
+from memstream.topics.registry import CONVERSATIONS
 
 
 def chunk(cube: str, text: str) -> ConversationChunk:

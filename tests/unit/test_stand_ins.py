@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from streams import prompts as prompts_pkg
-from streams.llm.port import Task
-from streams.llm.rules import STAND_INS, RulesLLM, stand_in
-from streams.prompts.scheduler import KEYWORDS, KeywordContext, KeywordResponse
+from memstream.streams import prompts as prompts_pkg
+from memstream.streams.llm.port import Task
+from memstream.streams.llm.rules import STAND_INS, RulesLLM, stand_in
+from memstream.streams.prompts.scheduler import KEYWORDS, KeywordContext, KeywordResponse
 
 PROMPTS = Path(prompts_pkg.__file__).parent
 

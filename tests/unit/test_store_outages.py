@@ -9,11 +9,11 @@ import grpc
 import pytest
 from pymilvus.exceptions import MilvusException
 
-from sinks.milvus import MilvusVectorStore
-from sinks.milvus_errors import store_error
-from sinks.neo4j import Neo4jGraphStore
-from sinks.ports import StoreUnavailable
-from streams.runtime import is_outage
+from memstream.sinks.milvus import MilvusVectorStore
+from memstream.sinks.milvus_errors import store_error
+from memstream.sinks.neo4j import Neo4jGraphStore
+from memstream.sinks.ports import StoreUnavailable
+from memstream.streams.runtime import is_outage
 
 
 def closed_port() -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streams.llm.openai_llm import OpenAILLM
-from streams.llm.rules import RulesLLM
-from streams.llm.rules.aggregate import rules as rules_aggregate
-from streams.llm.rules.summary import rules as rules_summary
-from streams.prompts.aggregate import AGGREGATE, AggregateContext, AggregateResponse
-from streams.prompts.aggregate import render as render_aggregate
-from streams.prompts.members import (
+from memstream.streams.llm.openai_llm import OpenAILLM
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.llm.rules.aggregate import rules as rules_aggregate
+from memstream.streams.llm.rules.summary import rules as rules_summary
+from memstream.streams.prompts.aggregate import AGGREGATE, AggregateContext, AggregateResponse
+from memstream.streams.prompts.aggregate import render as render_aggregate
+from memstream.streams.prompts.members import (
     MemberNote,
     is_generic,
     ranked_tags,
@@ -19,10 +19,10 @@ from streams.prompts.members import (
     statement,
     title_word,
 )
-from streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
-from streams.prompts.summary import render as render_summary
+from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from memstream.streams.prompts.summary import render as render_summary
+from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.fakes.openai_server import Reply, ScriptedOpenAI
-from topics.models import MemoryItem, MemoryMetadata
 
 
 def m(text: str, key: str = "", *tags: str) -> MemberNote:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import jieba
 
-from streams.memory.logic import build_node
-from streams.prompts.fusion import fallback_key
-from streams.prompts.textutil import short_title
-from topics.events import ExtractedMemory
+from memstream.streams.memory.logic import build_node
+from memstream.streams.prompts.fusion import fallback_key
+from memstream.streams.prompts.textutil import short_title
+from memstream.topics.events import ExtractedMemory
 
 
 def test_a_long_chinese_statement_gets_a_title_of_whole_words() -> None:

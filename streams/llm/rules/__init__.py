@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from streams.llm.port import Ctx, LLMError, LLMUsage, Resp, Task
-from streams.llm.rules import (
+from memstream.streams.llm.port import Ctx, LLMError, LLMUsage, Resp, Task
+from memstream.streams.llm.rules import (
     aggregate,
     conflict,
     extraction,
@@ -28,15 +28,15 @@ from streams.llm.rules import (
     search,
     summary,
 )
-from streams.prompts import aggregate as aggregate_prompt
-from streams.prompts import conflict as conflict_prompt
-from streams.prompts import extraction as extraction_prompt
-from streams.prompts import fusion as fusion_prompt
-from streams.prompts import inference as inference_prompt
-from streams.prompts import relations as relations_prompt
-from streams.prompts import scheduler as scheduler_prompt
-from streams.prompts import search as search_prompt
-from streams.prompts import summary as summary_prompt
+from memstream.streams.prompts import aggregate as aggregate_prompt
+from memstream.streams.prompts import conflict as conflict_prompt
+from memstream.streams.prompts import extraction as extraction_prompt
+from memstream.streams.prompts import fusion as fusion_prompt
+from memstream.streams.prompts import inference as inference_prompt
+from memstream.streams.prompts import relations as relations_prompt
+from memstream.streams.prompts import scheduler as scheduler_prompt
+from memstream.streams.prompts import search as search_prompt
+from memstream.streams.prompts import summary as summary_prompt
 
 log = logging.getLogger(__name__)
 

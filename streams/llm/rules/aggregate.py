@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from streams.prompts.aggregate import (
+from memstream.streams.prompts.aggregate import (
     AggregateContext,
     AggregateResponse,
 )
-from streams.prompts.members import (
+from memstream.streams.prompts.members import (
     central_statements,
     group_is_chinese,
     is_generic,

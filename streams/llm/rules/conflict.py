@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from streams.core import lexicon as lx
-from streams.core.subjects import compare, subject_of, with_entities
-from streams.llm.rules.conflict_analysis import Statement, analyse
-from streams.prompts.conflict import (
+from memstream.streams.core import lexicon as lx
+from memstream.streams.core.subjects import compare, subject_of, with_entities
+from memstream.streams.llm.rules.conflict_analysis import Statement, analyse
+from memstream.streams.prompts.conflict import (
     JudgeContext,
     JudgeResponse,
 )

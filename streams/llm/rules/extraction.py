@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-from streams.llm.rules.reldates import DateSpan, find_en, find_zh
-from streams.prompts.extraction import (
+from memstream.streams.llm.rules.reldates import DateSpan, find_en, find_zh
+from memstream.streams.prompts.extraction import (
     ExtractedItem,
     ExtractionContext,
     ExtractionResponse,
 )
-from streams.prompts.textutil import (
+from memstream.streams.prompts.textutil import (
     Script,
     cjk_count,
     en_words,

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from streams.llm.rules.conflict import informativeness
-from streams.prompts.conflict import MemoryStatement
-from streams.prompts.fusion import (
+from memstream.streams.llm.rules.conflict import informativeness
+from memstream.streams.prompts.conflict import MemoryStatement
+from memstream.streams.prompts.fusion import (
     MAX_TAGS,
     FusionContext,
     FusionResponse,
     fallback_key,
 )
-from streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.prompts.textutil import is_mostly_chinese
 
 
 def rules(ctx: FusionContext) -> FusionResponse:

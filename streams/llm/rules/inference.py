@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.prompts.inference import (
+from memstream.streams.prompts.inference import (
     InferenceContext,
     InferenceResponse,
 )

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from streams.llm.rules.conflict_analysis import analyse
-from streams.prompts.members import is_generic, norm_tag
-from streams.prompts.relations import (
+from memstream.streams.llm.rules.conflict_analysis import analyse
+from memstream.streams.prompts.members import is_generic, norm_tag
+from memstream.streams.prompts.relations import (
     Direction,
     RelationContext,
     RelationNode,
     RelationResponse,
 )
-from streams.prompts.relevance import TextIndex, stem
-from streams.prompts.textutil import en_content_words, is_mostly_chinese, words_of
+from memstream.streams.prompts.relevance import TextIndex, stem
+from memstream.streams.prompts.textutil import en_content_words, is_mostly_chinese, words_of
 
 RuleRelation = Literal["CAUSE", "CONDITION", "RELATE", "NONE"]
 Cue = Literal["because", "so", "if"]

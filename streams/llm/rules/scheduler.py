@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from streams.prompts.scheduler import (
+from memstream.streams.prompts.scheduler import (
     KeywordContext,
     KeywordResponse,
     fallback_keywords,
 )
-from streams.prompts.scheduler_rank import (
+from memstream.streams.prompts.scheduler_rank import (
     FilterContext,
     FilterResponse,
     RerankContext,

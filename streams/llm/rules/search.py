@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from streams.prompts.relevance import TextIndex, overlap, query_terms
-from streams.prompts.search import (
+from memstream.streams.prompts.relevance import TextIndex, overlap, query_terms
+from memstream.streams.prompts.search import (
     GoalContext,
     GoalResponse,
     GoalType,
     ReasonerContext,
     ReasonerResponse,
 )
-from streams.prompts.textutil import (
+from memstream.streams.prompts.textutil import (
     cjk_count,
     en_words,
     words_of,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.prompts.members import (
+from memstream.streams.prompts.members import (
     central_statements,
     group_is_chinese,
     is_generic,
@@ -11,11 +11,11 @@ from streams.prompts.members import (
     subject_tags,
     title_tags,
 )
-from streams.prompts.summary import (
+from memstream.streams.prompts.summary import (
     SummaryContext,
     SummaryResponse,
 )
-from streams.prompts.textutil import tags_for
+from memstream.streams.prompts.textutil import tags_for
 
 
 def rules(ctx: SummaryContext) -> SummaryResponse:

@@ -10,13 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streams.commands.logic import CommandRejected, run_commands
-from streams.core.retrieval import search
-from streams.core.working_memory import UnknownWorkingMemoryIds
-from streams.memory.logic import add_memories
-from streams.runtime import Deps, Outgoing
-from tests.support.doubles import events_of, memory_deps, record, records, remember
-from topics.events import (
+from memstream.streams.commands.logic import CommandRejected, run_commands
+from memstream.streams.core.retrieval import search
+from memstream.streams.core.working_memory import UnknownWorkingMemoryIds
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.topics.events import (
     BackupCube,
     DeleteCube,
     DeleteNodes,
@@ -30,8 +29,9 @@ from topics.events import (
     SearchRequest,
     UpdateNode,
 )
-from topics.ids import working_copy_id
-from topics.models import Edge, MemoryItem
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import Edge, MemoryItem
+from tests.support.doubles import events_of, memory_deps, record, records, remember
 
 CUBE = "carol"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}

@@ -5,17 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from streams.core.retrieval import search
-from streams.extraction.logic import extract
-from streams.memory.logic import add_memories
-from tests.support.doubles import ManualClock, events_of, memory_deps, record, records
-from topics.events import (
+from memstream.streams.core.retrieval import search
+from memstream.streams.extraction.logic import extract
+from memstream.streams.memory.logic import add_memories
+from memstream.topics.events import (
     ConversationChunk,
     Document,
     ExtractedMemory,
     Message,
     SearchRequest,
 )
+from tests.support.doubles import ManualClock, events_of, memory_deps, record, records
 
 T = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
 

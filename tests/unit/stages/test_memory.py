@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from streams.llm.port import LLMError
-from streams.memory.logic import add_memories
-from streams.prompts.fusion import FUSION
-from streams.runtime import Deps, Outgoing
+from memstream.streams.llm.port import LLMError
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.prompts.fusion import FUSION
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
+from memstream.topics.ids import working_copy_id
+from memstream.topics.models import MemoryItem, SourceRef
 from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records, sent
-from topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
-from topics.ids import working_copy_id
-from topics.models import MemoryItem, SourceRef
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
 CUBE = "alice"

@@ -10,12 +10,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from streams.extraction.logic import extract
-from streams.memory.logic import add_memories
-from streams.prompts.inference import INFERENCE, InferenceResponse
-from streams.reorganize.logic import on_add, on_merge, on_remove
-from streams.reorganize.optimize import Scope, Scopes, optimize_scope, run_scopes
-from streams.runtime import Deps, Outgoing
+from memstream.streams.extraction.logic import extract
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.prompts.inference import INFERENCE, InferenceResponse
+from memstream.streams.reorganize.logic import on_add, on_merge, on_remove
+from memstream.streams.reorganize.optimize import Scope, Scopes, optimize_scope, run_scopes
+from memstream.streams.runtime import Deps, Outgoing
+from memstream.topics.events import (
+    ConversationChunk,
+    ExtractedMemory,
+    MemoryUpdate,
+    Message,
+    ReorganizeEvent,
+)
+from memstream.topics.models import MemoryItem
 from tests.support.doubles import (
     ScriptedLLM,
     events_of,
@@ -24,14 +32,6 @@ from tests.support.doubles import (
     records,
     remember,
 )
-from topics.events import (
-    ConversationChunk,
-    ExtractedMemory,
-    MemoryUpdate,
-    Message,
-    ReorganizeEvent,
-)
-from topics.models import MemoryItem
 
 CUBE = "trip"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}

@@ -8,13 +8,19 @@ from typing import Any
 
 import pytest
 
-from streams.core.working_memory import apply_replacements, apply_working_memory
-from streams.memory.logic import add_memories
-from streams.prompts.scheduler import RETRIEVAL_DECISION, DecisionResponse
-from streams.runtime import Deps
-from streams.scheduler.logic import ScheduleRejected, Step, handle
-from streams.scheduler.planning import current_working_memory
-from streams.scheduler.state import CubeState
+from memstream.streams.core.working_memory import apply_replacements, apply_working_memory
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.prompts.scheduler import RETRIEVAL_DECISION, DecisionResponse
+from memstream.streams.runtime import Deps
+from memstream.streams.scheduler.logic import ScheduleRejected, Step, handle
+from memstream.streams.scheduler.planning import current_working_memory
+from memstream.streams.scheduler.state import CubeState
+from memstream.topics.events import (
+    ExtractedMemory,
+    MemoryUpdate,
+    ScheduleMessage,
+    WorkingMemoryReplacement,
+)
 from tests.support.doubles import (
     ManualClock,
     ScriptedLLM,
@@ -23,12 +29,6 @@ from tests.support.doubles import (
     record,
     records,
     remember,
-)
-from topics.events import (
-    ExtractedMemory,
-    MemoryUpdate,
-    ScheduleMessage,
-    WorkingMemoryReplacement,
 )
 
 CUBE = "dana"

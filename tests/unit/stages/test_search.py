@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from streams.core.retrieval import search
-from streams.memory.logic import add_memories
-from streams.runtime import Deps, RawRecord
-from streams.search.logic import Answer, answer, record_usage
-from tests.support.doubles import memory_deps, record, remember
-from topics.events import (
+from memstream.streams.core.retrieval import search
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.runtime import Deps, RawRecord
+from memstream.streams.search.logic import Answer, answer, record_usage
+from memstream.topics.events import (
     DeadLetter,
     ExtractedMemory,
     GetAllRequest,
@@ -25,8 +24,9 @@ from topics.events import (
     WorkingMemoryRequest,
     WriteToken,
 )
-from topics.models import Edge
-from topics.registry import REPLIES, REQUESTS
+from memstream.topics.models import Edge
+from memstream.topics.registry import REPLIES, REQUESTS
+from tests.support.doubles import memory_deps, record, remember
 
 CUBE = "bob"
 SUBJECTS: dict[str, list[str]] = json.loads(
