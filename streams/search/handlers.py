@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from streams.runtime import Deps, Outgoing, RawRecord, dead_letter
 from streams.search.logic import search
+from streams.search.paging import page_of_types
 from topics.events import (
     ErrorInfo,
     GetAllRequest,
@@ -37,7 +38,7 @@ from topics.events import (
     WriteToken,
 )
 from topics.limits import LimitExceeded, check_content, check_depth, check_raw
-from topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
+from topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph, UsageRecord
 from topics.registry import REPLIES, REQUESTS
 from topics.settings import LimitsSettings
 
@@ -136,13 +137,12 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
-            status = None if req.include_inactive else "activated"
-            nodes: list[MemoryItem] = []
-            for memory_type in types:
-                nodes += await deps.graph.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
-            end = min(len(nodes), req.offset + min(req.limit, deps.settings.limits.page_nodes))
-            more = end < len(nodes)
-            return NodesResult(nodes=tuple(nodes[req.offset:end]), total=len(nodes),
+            status: Status | None = None if req.include_inactive else "activated"
+            nodes, total = await page_of_types(deps, req.cube_id, types, status, req.offset,
+                                               min(req.limit, deps.settings.limits.page_nodes))
+            end = req.offset + len(nodes)
+            more = end < total
+            return NodesResult(nodes=tuple(nodes), total=total,
                                truncated=more, next_offset=end if more else None), []
         case WorkingMemoryRequest():
             items = await deps.graph.all_of_type(req.cube_id, "WorkingMemory")
