@@ -121,6 +121,7 @@ def interleave(per_cube: dict[str, list[Chunk]]) -> list[Chunk]:
 def bench_settings(data: Path, label: str, bootstrap: str, graph_uri: str) -> Settings:
     """Settings of one path of the run: its own app id, topics, graph and collection."""
     tag = f"{label}{uuid.uuid4().hex[:6]}"
+    (data / tag).mkdir(parents=True, exist_ok=True)
     return Settings(
         data_dir=data / tag, app_id=f"load-{tag}",
         kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"{tag}."},
@@ -244,6 +245,8 @@ async def group_offsets(settings: Settings, bootstrap: str) -> AsyncIterator[Any
     """A reader of (committed, end) for every input partition of every stage's group."""
     groups: dict[str, list[str]] = {}
     for spec in WORKER_INPUTS:
+        if spec.suffix.startswith("reorganize.") and not settings.reorganize.enabled:
+            continue  # no worker consumes them
         groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
     async with _admin(bootstrap, "memstream-load-bench") as admin, \
             _offsets_reader(bootstrap) as reader:
@@ -288,6 +291,7 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
     """Seconds for the extraction and add-stage writes of ``chunks``, called directly."""
     worker = Worker(settings, bootstrap, graph_uri)
     deps = await worker.open_deps()
+    await deps.embedder.embed_passages(["warm up"])  # the model loads on first use
     batch = settings.worker.batch_size
     t0 = time.perf_counter()
     pending: dict[str, list[Record[ExtractedMemory]]] = {}
@@ -530,6 +534,8 @@ async def compare(args: argparse.Namespace, convs: list[Conversation], data: Pat
             elapsed, await stored_memories(s, graph_uri, list(per_cube)))
         print(f"in-process done in {elapsed:.0f}s", flush=True)
     s = bench_settings(data, "kafka", bootstrap, graph_uri)
+    if args.no_optimizer:
+        s = s.model_copy(update={"reorganize": s.reorganize.model_copy(update={"enabled": False})})
     run = await kafka_path(s, bootstrap, graph_uri, chunks, questions,
                            args.worker_log or data / "worker.log", args.profile,
                            args.search_interval, worker_env(args))
