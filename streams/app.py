@@ -224,6 +224,7 @@ def register_batch_agent(
         async for events in batches:
             raws = [raw_of(e) for e in events]
             handled = False
+            stats.in_flight += 1
             try:
                 try:
                     outgoing = await handler(raws)
@@ -235,6 +236,7 @@ def register_batch_agent(
                 await send_until_sent(bound, name, outgoing, backoff)
                 handled = True
             finally:
+                stats.in_flight -= 1
                 if not handled:
                     hold_unhandled(events)
             stats.processed += len(raws)
@@ -317,6 +319,7 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
         await progress.wait_applied(token, timeout=timeout)
 
     stats["search"] = register_search(bound, deps, wait)
+    bound.services["ingestion"] = (stats["extraction"], stats["memory.add"])  # optimizer yields
     if deps.settings.reorganize.enabled:
         from streams.reorganize.agent import register as register_reorganize
 

@@ -30,6 +30,15 @@ log = logging.getLogger("memstream.reorganize")
 PRIORITY = {REORGANIZE_HIGH.suffix: 0, REORGANIZE_NORMAL.suffix: 1, REORGANIZE_LOW.suffix: 2}
 LOW_BATCH = 10  # bounds how long an urgent event can wait behind less urgent work
 HIGH_WAIT_S = 0.5  # how long a less urgent batch waits for pending urgent events to arrive
+# High-priority batches are small: a batch is committed only once all of it is handled, and
+# an add event took 1-3 s on a busy machine, so a batch of 32 left its partition 100 s
+# without a commit (bench/load.py); a few events per batch commit every few seconds.
+HIGH_BATCH = 4
+# While ingestion (extraction, add) has a batch in hand, the optimizer rests after each
+# batch for YIELD_RATIO times as long as the batch took (at most MAX_YIELD_S): it gets at
+# most 1/(1 + YIELD_RATIO) of the worker, ingestion the rest, and neither stops.
+YIELD_RATIO = 1.0
+MAX_YIELD_S = 5.0
 
 
 class Processor:
@@ -45,6 +54,7 @@ class Processor:
         self._seq = itertools.count()
         self._deferred: set[int] = set()  # lower-priority batches already made to wait once
         self._task: asyncio.Task[None] | None = None
+        self._ingested = -1  # ingestion's processed count when the optimizer last looked
         self._handle = make_batch_handler(STAGE, REORGANIZE_HIGH, self.logic,
                                           deps.settings.worker, deps.clock, stats,
                                           deps.settings.limits)
@@ -82,6 +92,7 @@ class Processor:
                 await asyncio.sleep(HIGH_WAIT_S)
                 continue
             self._deferred.discard(seq)
+            started = asyncio.get_running_loop().time()
             try:
                 await self.bound.send(await self._handle(raws))
                 if priority == 0:
@@ -93,6 +104,17 @@ class Processor:
             except Exception as exc:  # noqa: BLE001 - the agent logs it and carries on
                 if not done.done():
                     done.set_exception(exc)
+            if self.ingesting():
+                took = asyncio.get_running_loop().time() - started
+                await asyncio.sleep(min(took * YIELD_RATIO, MAX_YIELD_S))
+
+    def ingesting(self) -> bool:
+        """Whether extraction or the add stage is handling a batch now, or handled one since
+        the optimizer last asked."""
+        stages: Sequence[StageStats] = self.bound.services.get("ingestion", ())
+        processed = sum(s.processed for s in stages)
+        moved, self._ingested = processed != self._ingested, processed
+        return any(s.in_flight for s in stages) or moved
 
     async def logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
         deps = self.deps
@@ -143,7 +165,7 @@ def register(
         async def hand_over(raws: Sequence[RawRecord], p: int = priority) -> list[Outgoing]:
             return await processor.submit(p, raws)
 
-        size = deps.settings.worker.batch_size if priority == 0 else LOW_BATCH
+        size = HIGH_BATCH if priority == 0 else LOW_BATCH
         register_batch_agent(bound, spec, f"reorganize-{spec.suffix.split('.')[-1]}",
                              hand_over, stats, size, deps.settings.worker.batch_within_s)
     if deps.settings.reorganize.enabled:
