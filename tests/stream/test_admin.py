@@ -23,7 +23,14 @@ from topics.admin import (
 )
 from topics.broker import TansuBroker
 from topics.events import ConversationChunk
-from topics.registry import ALL_TOPICS, CONVERSATIONS, MEMORY_UPDATES, TopicSpec
+from topics.registry import (
+    ALL_TOPICS,
+    CONVERSATIONS,
+    MEMORY_UPDATES,
+    REPLIES,
+    REQUESTS,
+    TopicSpec,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,6 +92,9 @@ async def test_ensure_topics_creates_the_whole_registry(kafka_broker: str, topic
     # Retention follows each spec: the log of conversations is kept forever, updates are not.
     assert await topic_config(kafka_broker, CONVERSATIONS.name(settings), "retention.ms") == "-1"
     assert await topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") != "-1"
+    for exchange in (REQUESTS, REPLIES):  # an hour: they matter for seconds
+        assert await topic_config(kafka_broker, exchange.name(settings), "retention.ms") == str(
+            60 * 60 * 1000)
 
 
 async def test_ensure_topics_is_idempotent_and_keeps_data(kafka_broker: str, topic_prefix: str,
