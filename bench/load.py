@@ -65,6 +65,7 @@ from retrieval_quality import Conversation, Turn, cube_of, load  # noqa: E402
 
 from memstream.stack import EmbeddedStack  # noqa: E402
 from sinks.graph_factory import create_graph_store  # noqa: E402
+from sinks.ports import Filter  # noqa: E402
 from streams.extraction.logic import extract_chunk  # noqa: E402
 from streams.memory.logic import add_memories  # noqa: E402
 from streams.runtime import RawRecord, Record  # noqa: E402
@@ -275,12 +276,15 @@ async def group_offsets(settings: Settings, bootstrap: str) -> AsyncIterator[Any
 
 
 async def stored_memories(settings: Settings, graph_uri: str, cubes: Sequence[str]) -> int:
+    """Long-term and user facts the add stage stored (any status: merged ones count), not
+    what the optimizer derives (concepts, topics, inferences), which in-process lacks."""
     graph = create_graph_store(settings, graph_uri)
     try:
         total = 0
         for cube in cubes:
-            counts = await graph.count_by_type(cube, status=None)
-            total += sum(counts.get(t, 0) for t in STORED_TYPES)
+            total += len(await graph.find_nodes(cube, [
+                Filter("memory_type", "in", list(STORED_TYPES)),
+                Filter("hierarchy_level", "=", "fact"), Filter("type", "!=", "reasoning")]))
         return total
     finally:
         await graph.close()
