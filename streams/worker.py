@@ -22,6 +22,7 @@ from streams.embed.factory import create_embedder
 from streams.embed.port import Embedder
 from streams.llm.factory import create_llm
 from streams.llm.port import LLM
+from streams.reaper import reap_dead_members
 from streams.runtime import Clock, Deps, StageStats
 from topics.admin import ensure_topics
 from topics.kafka_compat import configure_fetch_pause
@@ -96,6 +97,12 @@ class Worker:
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
+        groups = {consumer_group(s, t) for t in WORKER_INPUTS}
+
+        async def reap() -> None:  # the broker may never drop a killed worker (streams.reaper)
+            await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
+
+        self.app.task(reap)
         await self.app.start()
         limit_blas_threads(s.worker.blas_threads)  # once the stores have loaded theirs
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
