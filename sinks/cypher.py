@@ -211,6 +211,13 @@ ORDER BY n.updated_at DESC, n.id
 """
 
 
+def page(skip: int, limit: int | None) -> str:
+    """SKIP/LIMIT for a sorted read (integers, never user text)."""
+    if skip < 0 or (limit is not None and limit < 0):
+        raise ValueError(f"a page needs skip >= 0 and limit >= 0, got {skip} and {limit}")
+    return f"SKIP {int(skip)}" + ("" if limit is None else f" LIMIT {int(limit)}") + "\n"
+
+
 def count_by_type(with_status: bool) -> str:
     status = ", status: $status" if with_status else ""
     return f"""

@@ -333,12 +333,16 @@ class CypherGraphStore(ABC):
         return {r["memory_type"]: int(r["count"]) for r in rows}
 
     async def all_of_type(
-        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated",
+        skip: int = 0, limit: int | None = None,
     ) -> list[MemoryItem]:
         params = {**cube_params(cube_id), "memory_type": memory_type}
         if status is not None:
             params["status"] = status
-        rows = await self._read(cypher.all_of_type(status is not None), params)
+        query = cypher.all_of_type(status is not None)
+        if skip or limit is not None:  # a page: the store sorts, only the page is sent back
+            query += cypher.page(skip, limit)
+        rows = await self._read(query, params)
         return [props_to_node(r["props"]) for r in rows]
 
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:

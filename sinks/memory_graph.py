@@ -367,10 +367,14 @@ class InMemoryGraphStore:
         return dict(Counter(n.metadata.memory_type for n in chosen))
 
     async def all_of_type(
-        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated",
+        skip: int = 0, limit: int | None = None,
     ) -> list[MemoryItem]:
-        return _newest_first(self._select(cube_id, lambda n: n.metadata.memory_type == memory_type
-                                          and (status is None or n.metadata.status == status)))
+        if skip < 0 or (limit is not None and limit < 0):
+            raise StoreError(f"a page needs skip >= 0 and limit >= 0, got {skip} and {limit}")
+        nodes = _newest_first(self._select(cube_id, lambda n: n.metadata.memory_type == memory_type
+                                           and (status is None or n.metadata.status == status)))
+        return nodes[skip:None if limit is None else skip + limit]
 
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
         """FIFO by updated_at: keep the newest ``keep`` (ties: the smaller id goes first)."""

@@ -186,9 +186,10 @@ class GraphStore(Protocol):
     ) -> dict[str, int]: ...
 
     async def all_of_type(
-        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated",
+        skip: int = 0, limit: int | None = None,
     ) -> list[MemoryItem]:
-        """Nodes of a type, newest ``updated_at`` first."""
+        """Nodes of a type, newest ``updated_at`` first (``skip`` and ``limit``: one page)."""
 
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
         """Delete activated nodes of a type older than the newest ``keep`` (FIFO by updated_at)."""

@@ -47,9 +47,11 @@ class MemoryQuery:
         return await self._graph.get_nodes(cube_id, ids)
 
     async def all_of_type(
-        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated"
+        self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated",
+        skip: int = 0, limit: int | None = None,
     ) -> list[MemoryItem]:
-        return await self._graph.all_of_type(cube_id, memory_type, status)
+        return await self._graph.all_of_type(cube_id, memory_type, status, skip=skip,
+                                             limit=limit)
 
     async def find_nodes(
         self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None

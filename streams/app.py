@@ -223,6 +223,7 @@ def register_batch_agent(
         async for events in batches:
             raws = [raw_of(e) for e in events]
             handled = False
+            stats.in_flight += 1
             try:
                 try:
                     outgoing = await handler(raws)
@@ -235,6 +236,7 @@ def register_batch_agent(
                 await after_sent(name, outgoing, backoff)
                 handled = True
             finally:
+                stats.in_flight -= 1
                 if not handled:
                     hold_unhandled(events)
             stats.processed += len(raws)

@@ -190,6 +190,7 @@ class StageStats:
     dead_lettered: int = 0
     retries: int = 0
     paused: int = 0  # attempts that waited for an unreachable store or broker
+    in_flight: int = 0  # batches being handled right now (the optimizer yields to ingestion)
     by_error: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Any = None  # a histogram observing each cube batch's handling time (metrics)
 

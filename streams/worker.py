@@ -29,6 +29,7 @@ from memstream.streams.llm.port import LLM
 from memstream.streams.memory.agent import register as register_memory
 from memstream.streams.ops.budget import MeteredLLM
 from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.reaper import reap_dead_members
 from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.replay.commands import run_replay_command
 from memstream.streams.replay.views import ViewMap
@@ -125,6 +126,12 @@ class Worker:
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
+        groups = {consumer_group(s, t) for t in WORKER_INPUTS}
+
+        async def reap() -> None:  # the broker may never drop a killed worker (streams.reaper)
+            await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
+
+        self.app.task(reap)
         await self.app.start()
         if self.metrics is not None:
             self.metrics.bind(self.stats)
@@ -180,6 +187,7 @@ def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[
         await progress.wait_applied(token, timeout=timeout)
 
     stats["search"] = register_search(bound, deps, wait)
+    bound.services["ingestion"] = (stats["extraction"], stats["memory.add"])  # optimizer yields
     if deps.settings.reorganize.enabled:
         stats["reorganize"], bound.services["reorganize"] = register_reorganize(
             bound, deps, progress)

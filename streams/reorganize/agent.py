@@ -57,6 +57,7 @@ class Processor:
         self._high_arrived = asyncio.Event()
         self._paused: set[Any] = set()  # less urgent partitions not fetched for now
         self._task: asyncio.Task[None] | None = None
+        self._ingested = -1  # ingestion's processed count when the optimizer last looked
         # each topic's records decoded (and dead-lettered) as that topic's
         self._handles = {
             PRIORITY[spec.suffix]: make_batch_handler(STAGE, spec, self.logic,
@@ -125,6 +126,7 @@ class Processor:
                     await asyncio.wait_for(self._high_arrived.wait(), wait_s)
                 continue
             self._deferred.discard(seq)
+            started = asyncio.get_running_loop().time()
             try:
                 await self.bound.send(await self._handles[priority](raws))
                 if priority == 0:
@@ -138,6 +140,19 @@ class Processor:
                     done.set_exception(exc)
             if self._paused and (priority > 0 or not await self._high_waiting()):
                 self._resume_lower()
+            if self.ingesting():  # let extraction and the add stage have the worker too
+                took = asyncio.get_running_loop().time() - started
+                worker = self.deps.settings.worker
+                await asyncio.sleep(min(took * worker.optimizer_yield_ratio,
+                                        worker.optimizer_max_yield_s))
+
+    def ingesting(self) -> bool:
+        """Whether extraction or the add stage is handling a batch now, or handled one since
+        the optimizer last asked."""
+        stages: Sequence[StageStats] = self.bound.services.get("ingestion", ())
+        processed = sum(s.processed for s in stages)
+        moved, self._ingested = processed != self._ingested, processed
+        return any(s.in_flight for s in stages) or moved
 
     async def logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
         deps = self.deps
@@ -198,7 +213,7 @@ def register(
         async def hand_over(raws: Sequence[RawRecord], p: int = priority) -> list[Outgoing]:
             return await processor.submit(p, raws)
 
-        size = deps.settings.worker.batch_size if priority == 0 else \
+        size = deps.settings.worker.high_priority_batch if priority == 0 else \
             deps.settings.worker.low_priority_batch
         register_batch_agent(bound, spec, f"reorganize-{spec.suffix.split('.')[-1]}",
                              hand_over, stats, size, deps.settings.worker.batch_within_s)

@@ -25,6 +25,7 @@ from memstream.streams.ops import metering
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
     ErrorInfo,
     GetAllRequest,
@@ -41,7 +42,7 @@ from memstream.topics.events import (
     WriteToken,
 )
 from memstream.topics.limits import LimitExceeded, check_content, check_depth, check_raw
-from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Subgraph, UsageRecord
+from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph, UsageRecord
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from memstream.topics.shred import unseal
@@ -141,13 +142,12 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
-            status = None if req.include_inactive else "activated"
-            nodes: list[MemoryItem] = []
-            for memory_type in types:
-                nodes += await deps.query.all_of_type(req.cube_id, memory_type, status)  # type: ignore[arg-type]
-            end = min(len(nodes), req.offset + min(req.limit, deps.settings.limits.page_nodes))
-            more = end < len(nodes)
-            return NodesResult(nodes=tuple(nodes[req.offset:end]), total=len(nodes),
+            status: Status | None = None if req.include_inactive else "activated"
+            nodes, total = await page_of_types(deps, req.cube_id, types, status, req.offset,
+                                               min(req.limit, deps.settings.limits.page_nodes))
+            end = req.offset + len(nodes)
+            more = end < total
+            return NodesResult(nodes=tuple(nodes), total=total,
                                truncated=more, next_offset=end if more else None), []
         case WorkingMemoryRequest():
             items = await deps.query.all_of_type(req.cube_id, "WorkingMemory")

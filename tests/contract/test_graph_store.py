@@ -525,6 +525,20 @@ async def test_all_of_type_is_newest_first(graph_store: GraphStore, cube: str) -
     assert ids(everything) == ["wa", "w0", "w2", "w1"]
 
 
+async def test_all_of_type_pages_are_slices_of_the_whole_listing(
+    graph_store: GraphStore, cube: str
+) -> None:
+    items = [node(cube, f"p{i:02d}", minutes=i % 5) for i in range(23)]  # ties on updated_at
+    await graph_store.upsert_nodes(cube, items)
+    whole = ids(await graph_store.all_of_type(cube, "LongTermMemory"))
+    pages = [ids(await graph_store.all_of_type(cube, "LongTermMemory", skip=s, limit=5))
+             for s in range(0, 25, 5)]
+    assert [len(p) for p in pages] == [5, 5, 5, 5, 3]
+    assert [i for p in pages for i in p] == whole
+    assert ids(await graph_store.all_of_type(cube, "LongTermMemory", skip=21)) == whole[21:]
+    assert await graph_store.all_of_type(cube, "LongTermMemory", skip=30, limit=5) == []
+
+
 async def test_remove_oldest_keeps_the_newest_activated_of_one_type(
     graph_store: GraphStore, cube: str
 ) -> None:

@@ -27,6 +27,7 @@ from memstream.topics.registry import (
     MEMORY_UPDATES,
     REPLIES,
     REPLIES_RETENTION_MS,
+    REQUESTS,
     TopicSpec,
 )
 from tests.stream.broker_fixtures import run_sync, start_broker, stream_settings, unique_prefix
@@ -93,8 +94,9 @@ async def test_ensure_topics_creates_the_whole_registry(kafka_broker: str, topic
     # are kept forever (erasure shreds a cube's keys instead), replies only for an hour.
     assert await topic_config(kafka_broker, CONVERSATIONS.name(settings), "retention.ms") == "-1"
     assert await topic_config(kafka_broker, MEMORY_UPDATES.name(settings), "retention.ms") == "-1"
-    assert await topic_config(kafka_broker, REPLIES.name(settings), "retention.ms") == str(
-        REPLIES_RETENTION_MS)
+    for exchange in (REQUESTS, REPLIES):  # an hour: they matter for seconds
+        assert await topic_config(kafka_broker, exchange.name(settings), "retention.ms") == str(
+            REPLIES_RETENTION_MS)
 
 
 async def test_ensure_topics_is_idempotent_and_keeps_data(kafka_broker: str, topic_prefix: str,

@@ -126,3 +126,11 @@ def test_factory_builds_the_local_embedder() -> None:
 async def test_single_string_is_rejected(embedder: LocalEmbedder) -> None:
     with pytest.raises(TypeError):
         await embedder.embed_passages("not a list")
+
+
+async def test_one_thread_embeds_a_batch_like_every_core() -> None:
+    one = await LocalEmbedder(threads=1).embed_passages(TEXTS)
+    every = await LocalEmbedder(threads=None).embed_passages(TEXTS)
+    assert np.all(np.sum(one * every, axis=1) > 0.9999)
+    with pytest.raises(ValueError, match="threads"):
+        LocalEmbedder(threads=0)

@@ -64,8 +64,8 @@ def test_no_stage_imports_another_stage() -> None:
     assert crossings == []
 
 
-@pytest.mark.parametrize("shared", ["streams.core", "streams.runtime", "streams.app",
-                                    "streams.prompts", "streams.llm", "streams.embed"])
+@pytest.mark.parametrize("shared", [f"streams.{name}" for name in (
+    "core", "runtime", "app", "prompts", "llm", "embed")])
 def test_shared_modules_import_no_stage(shared: str) -> None:
     leaks = sorted(
         f"{module} imports {target}"

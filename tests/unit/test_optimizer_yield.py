@@ -1,0 +1,69 @@
+"""The optimizer's processor gives way to ingestion: while extraction or the add stage has
+work it rests after each batch as long as the batch took, and runs flat out otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+from memstream.streams.reorganize.agent import Processor
+from memstream.streams.runtime import Outgoing, RawRecord, StageStats
+from memstream.topics.settings import Settings
+
+BATCH_S = 0.2
+
+
+def processor(ingestion: tuple[StageStats, ...], max_yield_s: float = 5.0) -> Processor:
+    async def send(outgoing: Sequence[Outgoing]) -> None:
+        return None
+
+    bound = SimpleNamespace(services={"ingestion": ingestion}, send=send)
+    settings = Settings(worker={"optimizer_max_yield_s": max_yield_s})
+    deps = SimpleNamespace(settings=settings, clock=None)
+    proc = Processor(bound, deps, StageStats(), progress=None)  # type: ignore[arg-type]
+
+    async def handle(raws: Sequence[RawRecord]) -> list[Outgoing]:
+        await asyncio.sleep(BATCH_S)  # the optimizer's work on one batch
+        return []
+
+    proc._handles = dict.fromkeys((0, 1, 2), handle)
+    return proc
+
+
+async def three_batches(proc: Processor) -> float:
+    """Seconds until three urgent batches submitted one after the other are done."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        for i in range(3):
+            await proc.submit(0, [RawRecord("t", 0, i, b"k", b"{}")])
+        return loop.time() - t0
+    finally:
+        await proc.stop()
+
+
+async def test_runs_flat_out_when_ingestion_is_idle() -> None:
+    idle = StageStats()
+    proc = processor((idle,))
+    proc.ingesting()  # the optimizer has seen the idle stage once
+    assert await three_batches(proc) < 3 * BATCH_S + 0.25
+
+
+async def test_rests_as_long_as_each_batch_while_ingestion_has_work() -> None:
+    busy = StageStats(in_flight=1)
+    took = await three_batches(processor((busy,)))
+    # a rest as long as the batch follows each batch (after its ack): 3 batches, 2 rests
+    assert 5 * BATCH_S - 0.05 <= took < 5 * BATCH_S + 0.5
+    # the rest is bounded (worker.optimizer_max_yield_s)
+    assert await three_batches(processor((busy,), max_yield_s=0.05)) < 3 * (BATCH_S + 0.05) + 0.25
+
+
+async def test_counts_a_batch_finished_since_it_last_looked_as_ingestion() -> None:
+    add = StageStats()
+    proc = processor((add,))
+    assert proc.ingesting()  # first look: nothing known yet
+    assert not proc.ingesting()
+    add.processed += 32
+    assert proc.ingesting()
+    assert not proc.ingesting()
