@@ -76,7 +76,7 @@ class Conversation:
 
 
 def _session_time(text: str) -> datetime:
-    """"1:56 pm on 8 May, 2023" (LoCoMo's format), as UTC."""
+    """A session time such as "9:05 am on 3 March, 2024" (the format of the data), as UTC."""
     return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
