@@ -42,14 +42,16 @@ SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "p
 CITIES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Quebec", "Hanoi", "Tbilisi"]
 
 
-def chunk_messages(i: int, base: datetime) -> list[Message]:
+def chunk_messages(i: int, base: datetime, prefix: str = "b") -> list[Message]:
+    """Chunk ``i`` of the synthetic load: three first-person sentences said at ``base``."""
     s, c = SUBJECTS[i % len(SUBJECTS)], CITIES[i % len(CITIES)]
     texts = [
         f"I really love {s} and I practise it every week, session {i}.",
         f"My friend Sam {i} moved to {c} in March to study architecture.",
         f"We plan to visit {c} together next month for project {i}.",
     ]
-    return [Message(id=f"b{i}-{j}", role="user", content=t, timestamp=base + timedelta(seconds=j))
+    return [Message(id=f"{prefix}{i}-{j}", role="user", content=t,
+                    timestamp=base + timedelta(seconds=j))
             for j, t in enumerate(texts)]
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import ingest  # noqa: E402 - bench/ingest.py, beside this script
 from aiokafka import TopicPartition  # noqa: E402
 
 from memstream.sinks.dump import export_cube  # noqa: E402
@@ -36,21 +37,10 @@ from memstream.topics.progress import Progress  # noqa: E402
 from memstream.topics.registry import REORGANIZE_HIGH  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
-SUBJECTS = ["hiking", "jazz", "sushi", "chess", "painting", "cycling", "tea", "poetry",
-            "gardening", "sailing", "photography", "baking", "yoga", "skiing", "opera"]
-CITIES = ["Lisbon", "Oslo", "Kyoto", "Lima", "Cairo", "Quebec", "Hanoi", "Tbilisi"]
-
 
 def chunk_messages(i: int, base: datetime) -> list[Message]:
-    s, c = SUBJECTS[i % len(SUBJECTS)], CITIES[i % len(CITIES)]
-    texts = [
-        f"I really love {s} and I practise it every week, session {i}.",
-        f"My friend Sam {i} moved to {c} in March to study architecture.",
-        f"We plan to visit {c} together next month for project {i}.",
-    ]
-    at = base + timedelta(hours=i)
-    return [Message(id=f"r{i}-{j}", role="user", content=t, timestamp=at + timedelta(seconds=j))
-            for j, t in enumerate(texts)]
+    """The synthetic load of ``bench/ingest.py``, chunk ``i`` an hour after chunk ``i - 1``."""
+    return ingest.chunk_messages(i, base + timedelta(hours=i), prefix="r")
 
 
 def make_settings(data: Path, bootstrap: str, graph_uri: str) -> Settings:
