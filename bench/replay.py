@@ -1,6 +1,6 @@
 """Replay throughput next to live ingestion of the same log, in the same run.
 
-    python bench/replay.py [--cubes 4] [--chunks 40]
+    python bench/replay.py [--cubes 4] [--chunks 40] [--no-embed-cache]
 
 Runs on the embedded default (noida-db broker, FalkorDB, Milvus Lite, rules LLM, local e5
 embedder, optimizer on) in a temporary directory. Live: publish the chat chunks and wait
@@ -29,6 +29,7 @@ from aiokafka import TopicPartition  # noqa: E402
 
 from memstream.sinks.dump import export_cube  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.runtime import Deps  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.client import MemoryClient  # noqa: E402
@@ -43,7 +44,7 @@ def chunk_messages(i: int, base: datetime) -> list[Message]:
     return ingest.chunk_messages(i, base + timedelta(hours=i), prefix="r")
 
 
-def make_settings(data: Path, bootstrap: str, graph_uri: str) -> Settings:
+def make_settings(data: Path, bootstrap: str, graph_uri: str, cache: bool = True) -> Settings:
     tag = f"replay{uuid.uuid4().hex[:6]}"
     return Settings(
         data_dir=data, app_id=f"bench-{tag}",
@@ -52,6 +53,7 @@ def make_settings(data: Path, bootstrap: str, graph_uri: str) -> Settings:
         vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
         worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
         reorganize={"optimize_interval_s": 3600},  # structure optimization is not replayed
+        embedder={"cache": cache},
     )
 
 
@@ -99,6 +101,9 @@ async def run(settings: Settings, bootstrap: str, graph_uri: str, n_cubes: int,
         for cube in cubes:
             await client.wait_applied(await client.command(DropViews(user_id=cube)), timeout=60)
         assert (await memories(worker.deps, cubes))[0] == 0
+        cache = worker.deps.embedder if isinstance(worker.deps.embedder, CachedEmbedder) \
+            else None
+        before = (cache.hits, cache.misses) if cache else (0, 0)
         t0 = time.perf_counter()
         replays = [await client.command(ReplayCube(user_id=cube)) for cube in cubes]
         for token in replays:
@@ -106,6 +111,7 @@ async def run(settings: Settings, bootstrap: str, graph_uri: str, n_cubes: int,
         replay_s = time.perf_counter() - t0
         replay_count, replay_ids = await memories(worker.deps, cubes)
         failures = [f for t in replays if (f := await client.command_failure(t))]
+        hits, misses = (cache.hits - before[0], cache.misses - before[1]) if cache else (0, 0)
 
     live_rate, replay_rate = live_count / live_s, replay_count / replay_s
     print(f"{n_cubes} cubes × {n_chunks} chunks × 3 messages: {live_count} memories "
@@ -115,6 +121,8 @@ async def run(settings: Settings, bootstrap: str, graph_uri: str, n_cubes: int,
     print(f"{'replay: drop views, rebuild from the log':<44}{replay_s:>10.1f}"
           f"{replay_rate:>12.1f}")
     print(f"replay / live: {replay_rate / live_rate:.2f}× (goal ≥ 2×)")
+    print(f"embedding cache during the replay: {hits} passages read back, {misses} embedded"
+          if cache else "embedding cache off: the replay embedded every passage again")
     same = replay_ids == live_ids and replay_count == live_count and not failures
     for cube in cubes:
         for line in sorted(live_ids[cube] ^ replay_ids[cube]):
@@ -127,13 +135,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cubes", type=int, default=4)
     parser.add_argument("--chunks", type=int, default=40, help="chat chunks per cube")
+    parser.add_argument("--no-embed-cache", action="store_true",
+                        help="embed every passage again (embedder.cache off)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
         data = Path(tmp)
         async with EmbeddedStack(Settings(data_dir=data)) as stack:
             b, g = stack.bootstrap, stack.graph_uri
-            await run(make_settings(data, b, g), b, g, args.cubes, args.chunks)
+            await run(make_settings(data, b, g, not args.no_embed_cache), b, g, args.cubes,
+                      args.chunks)
 
 
 if __name__ == "__main__":

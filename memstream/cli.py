@@ -147,13 +147,35 @@ def up(data_dir: Path | None) -> None:
 
 
 async def _up(settings: Settings) -> None:
-    from memstream.services import running_worker, spawn_worker, stop_worker, wait_for_worker
+    from memstream.services import (
+        kill_worker_now,
+        running_worker,
+        spawn_worker,
+        stop_worker,
+        wait_for_worker,
+    )
     from memstream.stack import EmbeddedStack
 
+    killed: list[int] = []
+
+    async def before_broker_start() -> None:
+        # The embedded broker loses what it acknowledged in its last unsaved second,
+        # committed offsets included. A worker still running from before remembers positions
+        # past what the broker kept: once the broker is back it would commit them (a clean
+        # stop does), and the records the broker lost and takes again at those offsets would
+        # never be handled. So it goes first, without a clean stop, and a new worker resumes
+        # from the offsets the broker kept (stages are idempotent).
+        if (info := running_worker(settings.data_dir)) is not None:
+            killed.append(int(str(info["pid"])))
+            await kill_worker_now(settings.data_dir)
+
     with console.status("Starting the broker and FalkorDB…"):
-        stack = EmbeddedStack(settings)
+        stack = EmbeddedStack(settings, before_broker_start=before_broker_start)
         await stack.start(detached=True)
     console.print(f"[green]✓[/] kafka {stack.bootstrap}, graph {stack.graph_uri}")
+    if killed:
+        console.print(f"the broker was restarted: stopped worker pid {killed[0]} before it, so "
+                      "a new worker resumes from the offsets the broker kept")
     if (info := running_worker(settings.data_dir)) is not None:
         pid = int(str(info["pid"]))
         if info.get("state") == "starting":
@@ -163,14 +185,6 @@ async def _up(settings: Settings) -> None:
                 console.print(f"[green]✓[/] worker running (pid {pid})")
                 return
             console.print(f"worker pid {pid} did not finish starting; restarting it")
-            await stop_worker(settings.data_dir)
-        elif "broker" in stack.started:
-            # The embedded broker loses what it acknowledged in its last unsaved second,
-            # committed offsets included; faust cannot follow offsets that move back (it
-            # drops the redelivered records and never commits that partition again), so
-            # the worker restarts from what the broker kept (stages are idempotent).
-            console.print(f"the broker was restarted: restarting worker pid {pid} so it "
-                          "resumes from the offsets the broker kept")
             await stop_worker(settings.data_dir)
         elif (info.get("bootstrap"), info.get("graph")) != (stack.bootstrap, stack.graph_uri):
             console.print(f"worker pid {pid} uses {info.get('bootstrap')} and "

@@ -151,6 +151,20 @@ async def stop_worker(data_dir: Path, timeout_s: float = 30.0) -> bool:
     return True
 
 
+async def kill_worker_now(data_dir: Path) -> bool:
+    """SIGKILL the data dir's worker: no clean stop, so it commits nothing more."""
+    info = running_worker(data_dir)
+    if info is None:
+        return False
+    pid = int(str(info["pid"]))
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    while pid_alive(pid):
+        await asyncio.sleep(0.05)
+    worker_file(data_dir).unlink(missing_ok=True)
+    return True
+
+
 @dataclass
 class Status:
     broker: str | None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -55,6 +56,9 @@ class EmbeddedStack:
     # The services this call had to start ("broker", "graph"); with a worker still running,
     # that one died under it.
     started: set[str] = field(default_factory=set, init=False)
+    # Called before a detached broker is (re)started: a client still running from before
+    # must be gone by then (see ``memstream up``).
+    before_broker_start: Callable[[], Awaitable[None]] | None = None
 
     async def start(self, detached: bool = False) -> None:
         """Reuse what is configured or already running from the data dir; start the rest.
@@ -104,6 +108,8 @@ class EmbeddedStack:
                 break
             await asyncio.sleep(0.2)  # alive but not answering yet
         self.started.add("broker")
+        if self.before_broker_start is not None:
+            await self.before_broker_start()
         broker = create_broker(self.settings.kafka.embedded_broker, directory,
                                _reusable(last_port(directory)))
         return await broker.start(detached=True)

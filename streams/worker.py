@@ -20,7 +20,7 @@ from memstream.sinks.memory_store import MemoryStore
 from memstream.sinks.vector_factory import create_vector_store
 from memstream.streams.app import BoundTopics, create_app
 from memstream.streams.commands.agent import register as register_commands
-from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.factory import create_embedder, with_cache
 from memstream.streams.embed.port import Embedder
 from memstream.streams.extraction.agent import register as register_extraction
 from memstream.streams.lifecycle.agent import register as register_lifecycle
@@ -87,7 +87,9 @@ class Worker:
         """Connect the stores and providers (without consuming anything)."""
         s = self.settings
         self.metrics = WorkerMetrics(s)
-        embedder = self.embedder or create_embedder(s.embedder, s.limits.embed_chars)
+        embedder = self.embedder or with_cache(
+            create_embedder(s.embedder, s.limits.embed_chars), s.embedder,
+            s.data_dir / "embeddings", s.limits.embed_chars)
         graph = create_graph_store(s, self.graph_uri)
         await graph.ensure_schema()
         llm = MeteredLLM(self.llm or create_llm(s.llm), s.governance, self.clock, self.metrics,

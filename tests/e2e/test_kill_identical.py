@@ -241,10 +241,6 @@ def test_worker_sigkill_at_three_points_then_up_ends_identical(
     assert_identical(stack_run(tmp_path / "data", crashes, len(reference.updates)), reference)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "seen once in the merged suite (2026-11-24): stores identical, but an optimizer summary "
-    "written just before the kill was not announced again by the redelivered run "
-    "(2 'added' and 1 'linked' update missing); not yet diagnosed, #15 stays open"))
 def test_falkordb_sigkill_then_up_ends_identical(reference: Snapshot, tmp_path: Path) -> None:
     async def crashes(data_dir: Path, total: int) -> None:
         await wait_updates(data_dir, int(total * 0.4))

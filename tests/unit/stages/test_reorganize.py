@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memstream.streams.extraction.logic import extract
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.inference import INFERENCE, InferenceResponse
@@ -301,3 +303,42 @@ async def test_a_running_scope_is_skipped_and_a_run_clears_it(tmp_path: Path) ->
     scopes.running.clear()
     await run_scopes(deps, scopes, [scope], AFTER)
     assert scopes.runs == 1 and scope not in scopes.dirty and not scopes.running
+
+
+async def test_a_retried_batch_runs_and_announces_its_optimization_again(
+    tmp_path: Path,
+) -> None:
+    """An optimization placed by the first event of a batch whose later event fails (a store
+    outage) is run and announced again by the retry: the failed attempt sent nothing."""
+    from memstream.streams.reorganize.agent import Processor
+    from memstream.streams.runtime import StageStats
+
+    deps = memory_deps(tmp_path)
+    earlier = await remember(deps, CUBE, *SUBJECTS["food"][:4], at=T0)
+    interval = deps.settings.reorganize.optimize_interval_s
+    later = await remember(deps, CUBE, "I bought a kayak.", "I paddle on Sundays.",
+                           at=T0 + timedelta(seconds=3 * interval))
+    processor = Processor(None, deps, StageStats(), None)  # type: ignore[arg-type]
+    batch = records([added(earlier[0]), added(later[0]), added(later[1])])
+    get_nodes, outage = deps.query.get_nodes, [True]
+
+    async def down_once(cube: str, ids: Sequence[str]) -> list[MemoryItem]:
+        if list(ids) == [later[1].id] and outage:
+            outage.clear()
+            raise ConnectionError("graph store unreachable")
+        return await get_nodes(cube, ids)
+
+    deps.query.get_nodes = down_once  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        await processor.logic(batch)
+    retried = await processor.logic(batch)
+    summaries = [u for u in events_of(retried, MemoryUpdate)
+                 if u.stage == "optimizer" and u.action == "added"]
+    assert summaries, "the retry did not run the optimization the failed attempt had placed"
+    uninterrupted = memory_deps(tmp_path / "again")
+    await remember(uninterrupted, CUBE, *SUBJECTS["food"][:4], at=T0)
+    await remember(uninterrupted, CUBE, "I bought a kayak.", "I paddle on Sundays.",
+                   at=T0 + timedelta(seconds=3 * interval))
+    once = await Processor(None, uninterrupted, StageStats(), None).logic(  # type: ignore[arg-type]
+        records([added(earlier[0]), added(later[0]), added(later[1])]))
+    assert {o.event.event_id for o in retried} == {o.event.event_id for o in once}
