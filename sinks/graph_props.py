@@ -6,6 +6,7 @@ carries the derived ``cube_key`` / ``node_key`` that the indexes serve.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -52,13 +53,22 @@ def usage_json(records: Sequence[UsageRecord]) -> str:
     return _json_text("usage", records)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(name: str, text: str) -> tuple[Any, ...]:
+    """A JSON field's models, parsed once per distinct text: the same nodes are read again
+    and again (every new fact reads its earlier neighbours), and parsing their sources and
+    usage was half of what a replay spent (py-spy). The models are frozen, so one parse
+    serves every reader."""
+    return tuple(_JSON_FIELDS[name].validate_json(text))
+
+
 def props_to_node(props: Mapping[str, Any]) -> MemoryItem:
     """The node back from its properties (unknown properties are ignored)."""
     meta: dict[str, Any] = {k: props[k] for k in _META_FIELDS if props.get(k) is not None}
-    for name, adapter in _JSON_FIELDS.items():
+    for name in _JSON_FIELDS:
         if name in meta:
             try:
-                meta[name] = adapter.validate_json(meta[name])
+                meta[name] = _parsed(name, meta[name])
             except ValueError as exc:
                 raise StoreError(
                     f"stored node {props.get('id')!r} has an invalid {name}: {exc}") from exc
