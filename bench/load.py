@@ -392,13 +392,15 @@ async def publish_all(client: MemoryClient, chunks: Sequence[Chunk]) -> dict[str
 
 @contextlib.contextmanager
 def profiling(pid: int, out: Path | None) -> Iterator[None]:
-    """py-spy record of ``pid`` into ``out`` (speedscope) for the duration of the block."""
+    """py-spy record of ``pid`` into ``out`` for the duration of the block: speedscope, or
+    py-spy's collapsed stacks when ``out`` ends in ``.raw``."""
     if out is None:
         yield
         return
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     proc = subprocess.Popen(  # noqa: S603 - py-spy on our own worker
-        [spy, "record", "--pid", str(pid), "--rate", "50", "--format", "speedscope",
+        [spy, "record", "--pid", str(pid), "--rate", "50",
+         "--format", "raw" if out.suffix == ".raw" else "speedscope",
          "--output", str(out), "--nonblocking"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
