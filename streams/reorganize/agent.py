@@ -24,7 +24,7 @@ from aiokafka import TopicPartition
 from memstream.streams.app import BoundTopics, register_batch_agent
 from memstream.streams.reorganize.asof import FACT_TYPES
 from memstream.streams.reorganize.logic import STAGE, on_add, on_merge, on_remove
-from memstream.streams.reorganize.optimize import Scopes, run_scopes
+from memstream.streams.reorganize.optimize import Scopes, run_scopes, run_windows
 from memstream.streams.runtime import (
     Deps,
     Outgoing,
@@ -172,7 +172,7 @@ class Processor:
             event: ReorganizeEvent = record.value
             match event.op:
                 case "add":
-                    out += await self.windows(event)
+                    out += await run_windows(deps, self.scopes, event)
                     out += await on_add(event, deps)
                 case "remove":
                     out += await on_remove(event, deps)
@@ -184,25 +184,6 @@ class Processor:
                         event.occurred_at)
             for observe in self.observers:
                 observe(event)
-        return out
-
-    async def windows(self, event: ReorganizeEvent) -> list[Outgoing]:
-        """Structure optimization every ``optimize_interval_s`` of the log's event time: when a
-        scope's adds enter a new window, the scope is optimized as of the window's start."""
-        if event.memory_type is None or not self.deps.settings.reorganize.enabled:
-            return []
-        scope = (event.cube_id, event.user_id, event.memory_type)
-        self.scopes.mark(scope)
-        nodes = await self.deps.query.get_nodes(event.cube_id, event.node_ids)
-        if not nodes:
-            return []
-        at = max(n.metadata.updated_at for n in nodes)
-        interval = self.deps.settings.reorganize.optimize_interval_s
-        boundary = self.scopes.crossed(scope, at, interval)
-        if boundary is None:
-            return []
-        out = await run_scopes(self.deps, self.scopes, [scope], boundary)
-        self.scopes.passed(scope, boundary, interval)
         return out
 
     async def stop(self) -> None:

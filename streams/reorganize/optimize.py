@@ -32,7 +32,7 @@ from memstream.streams.reorganize.clustering import (
 )
 from memstream.streams.reorganize.logic import complete, written_by
 from memstream.streams.runtime import Deps, Outgoing
-from memstream.topics.events import MemoryUpdate
+from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
 from memstream.topics.registry import MEMORY_UPDATES
@@ -169,4 +169,25 @@ async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope],
             scopes.runs += 1
         finally:
             scopes.running.discard(scope)
+    return out
+
+
+async def run_windows(deps: Deps, scopes: Scopes, event: ReorganizeEvent) -> list[Outgoing]:
+    """Structure optimization every ``optimize_interval_s`` of the log's event time: each
+    window a scope's facts enter is optimized once, as of the window's start, when its first
+    fact is handled. Fact by fact, in the order the log added them, so how facts were
+    grouped into events (the live add stage's batches, a replay's steps) changes nothing."""
+    if event.memory_type is None or not deps.settings.reorganize.enabled:
+        return []
+    scope = (event.cube_id, event.user_id, event.memory_type)
+    scopes.mark(scope)
+    found = {n.id: n for n in await deps.query.get_nodes(event.cube_id, event.node_ids)}
+    interval = deps.settings.reorganize.optimize_interval_s
+    out: list[Outgoing] = []
+    for node in (found[i] for i in event.node_ids if i in found):
+        boundary = scopes.crossed(scope, node.metadata.updated_at, interval)
+        if boundary is None:
+            continue
+        out += await run_scopes(deps, scopes, [scope], boundary)
+        scopes.passed(scope, boundary, interval)
     return out

@@ -32,6 +32,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from memstream.streams.llm.factory import create_llm
+from memstream.streams.reorganize.optimize import Scopes, run_windows
 from memstream.streams.replay.log import LogRecord, end_offsets, read_cube
 from memstream.streams.runtime import Deps, Outgoing, Record
 from memstream.topics.events import (
@@ -175,12 +176,13 @@ async def replay_cube(cmd: ReplayCube, deps: Deps) -> list[Outgoing]:
                                                      cmd.cube_id, specs, checkpoint.ends))
                if not isinstance(r.record.value, SKIPPED)]
     announcer = Announcer(deps, cmd, target)
+    scopes = Scopes()  # the optimizer's windows, as the live worker keeps them
     await announcer.start()
     try:
         await announcer.progress(checkpoint.applied, len(records))
         while checkpoint.applied < len(records):
             step = _next_step(records, checkpoint.applied)
-            await _apply(step, cmd, run_deps, announcer)
+            await _apply(step, cmd, run_deps, announcer, scopes)
             checkpoint.applied += len(step)
             checkpoint.save(deps, cmd.cube_id)
             await announcer.progress(checkpoint.applied, len(records))
@@ -229,7 +231,7 @@ def _next_step(records: Sequence[LogRecord], at: int) -> list[LogRecord]:
 
 
 async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps,
-                 announcer: Announcer) -> None:
+                 announcer: Announcer, scopes: Scopes) -> None:
     from memstream.streams.commands.logic import (
         run_command,  # the command stage imports this module
     )
@@ -258,7 +260,7 @@ async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps,
                          value.event_id, exc)
     elif first.spec is WORKING_MEMORY:
         out = await apply_replacements([first.record], deps)
-    await _reorganize(out, deps)
+    await _reorganize(out, deps, scopes)
 
 
 def _into(record: Record[Any], cube: str) -> Record[Any]:
@@ -278,9 +280,10 @@ async def _reextract(record: Record[ConversationChunk], cmd: ReplayCube, deps: D
     return await add_memories([Record(i, record.origin, record.raw) for i in items], deps)
 
 
-async def _reorganize(out: Sequence[Outgoing], deps: Deps) -> None:
-    """The optimizer's per-event work (relations, FOLLOWS, aggregates; removals; merges),
-    done in line; its announcements are not published again."""
+async def _reorganize(out: Sequence[Outgoing], deps: Deps, scopes: Scopes) -> None:
+    """The optimizer's work (structure optimization at the same windows of event time,
+    relations, FOLLOWS, aggregates; removals; merges), done in line; its announcements are
+    not published again."""
     from memstream.streams.reorganize.logic import on_add, on_merge, on_remove
 
     if not deps.settings.reorganize.enabled:
@@ -291,6 +294,7 @@ async def _reorganize(out: Sequence[Outgoing], deps: Deps) -> None:
             continue
         match event.op:
             case "add":
+                await run_windows(deps, scopes, event)
                 await on_add(event, deps)
             case "remove":
                 await on_remove(event, deps)
