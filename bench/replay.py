@@ -3,11 +3,12 @@
     python bench/replay.py [--cubes 4] [--chunks 40] [--no-embed-cache]
 
 Runs on the embedded default (noida-db broker, FalkorDB, Milvus Lite, rules LLM, local e5
-embedder, optimizer on) in a temporary directory. Live: publish the chat chunks and wait
-until extraction, the add stage and the optimizer's add events are all done. Replay: drop
-every cube's views and rebuild them from the log with `replay` commands (run by the same
-worker), then check the stores hold the same nodes. Prints memories/s for both and the
-ratio (goal: replay ≥ 2× live, since a replay batches and skips extraction).
+embedder, optimizer on with its default windows: chunks an hour apart enter a new window
+each, in the live run and in the replay) in a temporary directory. Live: publish the chat
+chunks and wait until extraction, the add stage and the optimizer's add events are all
+done. Replay: drop every cube's views and rebuild them from the log with `replay` commands
+(run by the same worker), then check the stores hold the same nodes. Prints memories/s for
+both and the ratio (goal: replay ≥ 2× live, since a replay batches and skips extraction).
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ def make_settings(data: Path, bootstrap: str, graph_uri: str, cache: bool = True
         graph={"uri": graph_uri, "database": f"bench_{tag}"},
         vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
         worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
-        reorganize={"optimize_interval_s": 3600},  # structure optimization is not replayed
         embedder={"cache": cache},
     )
 
