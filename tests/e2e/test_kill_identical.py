@@ -148,7 +148,8 @@ async def settle_and_snapshot(data_dir: Path, tokens: list[WriteToken]) -> Snaps
     return snap
 
 
-def assert_identical(got: Snapshot, want: Snapshot) -> None:
+def assert_identical(got: Snapshot, want: Snapshot, may_be_lost: str | None = None) -> None:
+    """``may_be_lost``: a prefix of announcements allowed to be missing (see the broker test)."""
     assert got.dead_letters == 0, f"{got.dead_letters} dead letters"
     unembedded = [i for i in got.nodes if i not in got.vectors]
     assert not unembedded, f"{len(unembedded)} nodes without a vector, e.g. " + str([
@@ -166,7 +167,8 @@ def assert_identical(got: Snapshot, want: Snapshot) -> None:
             vector, got.vectors[node_id], strict=True)), f"vector of {node_id} differs"
     assert got.edges == want.edges, f"edges missing {sorted(want.edges - got.edges)[:3]}, " \
         f"extra {sorted(got.edges - want.edges)[:3]}"
-    missing_updates = sorted(want.updates.keys() - got.updates.keys())
+    missing_updates = sorted(i for i in want.updates.keys() - got.updates.keys()
+                             if may_be_lost is None or not want.updates[i].startswith(may_be_lost))
     extra_updates = sorted(got.updates.keys() - want.updates.keys())
     assert not missing_updates and not extra_updates, \
         f"updates missing {[want.updates[i] for i in missing_updates[:3]]}, extra " \
@@ -264,4 +266,11 @@ def test_broker_sigkill_then_up_ends_identical(reference: Snapshot, tmp_path: Pa
         await asyncio.sleep(2)
         up(data_dir)
 
-    assert_identical(stack_run(tmp_path / "data", crashes, len(reference.updates)), reference)
+    # noida-db loses records it acknowledged in its last unsaved second (README). Every
+    # decision the redelivered input makes again is announced again, but a capacity
+    # eviction is announced, then carried out: once the items are gone, the redelivery
+    # finds nothing over capacity, and an eviction announcement the broker acknowledged and
+    # lost stays lost (seen in CI, 2026-11-24: three `removed` of working-memory copies).
+    # Production Kafka does not lose acknowledged records; the stores must still be equal.
+    assert_identical(stack_run(tmp_path / "data", crashes, len(reference.updates)), reference,
+                     may_be_lost="memory.add removed ")
