@@ -147,13 +147,7 @@ def up(data_dir: Path | None) -> None:
 
 
 async def _up(settings: Settings) -> None:
-    from memstream.services import (
-        kill_worker_now,
-        running_worker,
-        spawn_worker,
-        stop_worker,
-        wait_for_worker,
-    )
+    from memstream.services import running_worker, spawn_worker, stop_worker, wait_for_worker
     from memstream.stack import EmbeddedStack
 
     killed: list[int] = []
@@ -167,7 +161,7 @@ async def _up(settings: Settings) -> None:
         # from the offsets the broker kept (stages are idempotent).
         if (info := running_worker(settings.data_dir)) is not None:
             killed.append(int(str(info["pid"])))
-            await kill_worker_now(settings.data_dir)
+            await stop_worker(settings.data_dir, timeout_s=0)
 
     with console.status("Starting the broker and FalkorDB…"):
         stack = EmbeddedStack(settings, before_broker_start=before_broker_start)

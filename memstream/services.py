@@ -101,9 +101,11 @@ async def _wait_running(data_dir: Path, pid: int, deadline: float,
 
 
 async def kill_worker(pid: int, timeout_s: float = 30.0) -> None:
-    """SIGTERM, then SIGKILL after ``timeout_s``; returns once the process is gone."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    """SIGTERM, then SIGKILL after ``timeout_s`` (at once with 0: no clean stop, so the
+    worker commits nothing more); returns once the process is gone."""
+    if timeout_s > 0:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while pid_alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
@@ -147,20 +149,6 @@ async def stop_worker(data_dir: Path, timeout_s: float = 30.0) -> bool:
     if info is None:
         return False
     await kill_worker(int(str(info["pid"])), timeout_s)
-    worker_file(data_dir).unlink(missing_ok=True)
-    return True
-
-
-async def kill_worker_now(data_dir: Path) -> bool:
-    """SIGKILL the data dir's worker: no clean stop, so it commits nothing more."""
-    info = running_worker(data_dir)
-    if info is None:
-        return False
-    pid = int(str(info["pid"]))
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    while pid_alive(pid):
-        await asyncio.sleep(0.05)
     worker_file(data_dir).unlink(missing_ok=True)
     return True
 

@@ -53,9 +53,6 @@ class EmbeddedStack:
     graph_uri: str = field(default="", init=False)
     broker: LocalBroker | None = field(default=None, init=False)
     falkordb: FalkorDBServer | None = field(default=None, init=False)
-    # The services this call had to start ("broker", "graph"); with a worker still running,
-    # that one died under it.
-    started: set[str] = field(default_factory=set, init=False)
     # Called before a detached broker is (re)started: a client still running from before
     # must be gone by then (see ``memstream up``).
     before_broker_start: Callable[[], Awaitable[None]] | None = None
@@ -83,7 +80,6 @@ class EmbeddedStack:
                 self.graph_uri = running.uri
             else:
                 last = FalkorDBServer.last_port(data / "falkordb")
-                self.started.add("graph")
                 server = FalkorDBServer(data / "falkordb", _reusable(last),
                                         startup_timeout_s=RESTART_WAIT_S)
                 self.graph_uri = await server.start(detached=detached)
@@ -107,7 +103,6 @@ class EmbeddedStack:
             if pid is None or not pid_alive(pid) or loop.time() > deadline:
                 break
             await asyncio.sleep(0.2)  # alive but not answering yet
-        self.started.add("broker")
         if self.before_broker_start is not None:
             await self.before_broker_start()
         broker = create_broker(self.settings.kafka.embedded_broker, directory,

@@ -92,6 +92,10 @@ class MilvusVectorStore:
             raise StoreError(f"vector dimension must be positive, got {dim}")
         self._lite = uri.endswith(".db")
         self._uri = str(Path(uri).expanduser().resolve()) if self._lite else uri
+        self._write_lock: threading.Lock | None = None  # one per Lite file, see _LITE_WRITES
+        if self._lite:
+            with _LITE_LOCK:
+                self._write_lock = _LITE_WRITES.setdefault(self._uri, threading.Lock())
         self._collection = collection
         self._dim = dim
         self._token = token or ""
@@ -263,9 +267,8 @@ class MilvusVectorStore:
         if self._client is None:
             raise StoreError("vector store is closed")
         call = getattr(self._client, method)
-        if self._lite and method in _WRITE_METHODS:
-            with _LITE_LOCK:
-                lock = _LITE_WRITES.setdefault(self._uri, threading.Lock())
+        if self._write_lock is not None and method in _WRITE_METHODS:
+            lock = self._write_lock
 
             def locked(*a: Any, _call: Any = call, **kw: Any) -> Any:
                 with lock:
