@@ -295,6 +295,13 @@ RETURN {EDGE_COLUMNS}
 """
 
 
+EDGES_FROM = f"""
+MATCH (n:Memory)-[r]->(:Memory {{cube_id: $cube_id}})
+WHERE {ANY_OF} AND type(r) IN $types
+RETURN {EDGE_COLUMNS}
+"""
+
+
 def redirect_edges(type_: str, outgoing: bool) -> str:
     """Move one type of edge from ``$ids`` onto ``$id`` in one statement.
 

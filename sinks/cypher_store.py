@@ -219,6 +219,17 @@ class CypherGraphStore(ABC):
         rows = await self._read(cypher.edges_of(direction, types is not None), params)
         return unique_edges(rows)
 
+    async def edges_from(
+        self, cube_id: str, ids: Sequence[str], types: Sequence[EdgeType]
+    ) -> list[Edge]:
+        wanted = [cypher.edge_type(t) for t in types]
+        rows: list[Row] = []
+        if wanted:
+            for batch in _chunks(_unique(ids), self.batch_size):
+                rows += await self._read(cypher.EDGES_FROM,
+                                         {**many_params(cube_id, batch), "types": wanted})
+        return unique_edges(rows)
+
     async def children(self, cube_id: str, node_id: str) -> list[MemoryItem]:
         rows = await self._read(cypher.CHILDREN, node_params(cube_id, node_id))
         return [props_to_node(r["props"]) for r in rows]

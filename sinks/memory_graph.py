@@ -208,6 +208,13 @@ class InMemoryGraphStore:
                 found.append(e)
         return sorted(found, key=lambda e: (e.source, e.target, e.type))
 
+    async def edges_from(
+        self, cube_id: str, ids: Sequence[str], types: Sequence[EdgeType]
+    ) -> list[Edge]:
+        sources, wanted = set(ids), {cypher.edge_type(t) for t in types}
+        return [e for key, e in sorted(self._cube_edges(cube_id).items())
+                if key[0] in sources and key[2] in wanted]
+
     async def children(self, cube_id: str, node_id: str) -> list[MemoryItem]:
         nodes = self._cube(cube_id)
         kids = [nodes[t] for (s, t, ty) in self._cube_edges(cube_id) if s == node_id

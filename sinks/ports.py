@@ -150,6 +150,12 @@ class GraphStore(Protocol):
         direction: Direction = "any",
     ) -> list[Edge]: ...
 
+    async def edges_from(
+        self, cube_id: str, ids: Sequence[str], types: Sequence[EdgeType]
+    ) -> list[Edge]:
+        """Edges of ``types`` going out of any of ``ids`` (to nodes of the cube), in
+        (source, target, type) order: one read for many nodes, where ``edges_of`` takes one."""
+
     async def children(self, cube_id: str, node_id: str) -> list[MemoryItem]:
         """Targets of ``PARENT`` edges from ``node_id``."""
 

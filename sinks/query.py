@@ -91,6 +91,11 @@ class MemoryQuery:
     ) -> list[Edge]:
         return await self._graph.edges_of(cube_id, node_id, types, direction)
 
+    async def edges_from(
+        self, cube_id: str, ids: Sequence[str], types: Sequence[EdgeType]
+    ) -> list[Edge]:
+        return await self._graph.edges_from(cube_id, ids, types)
+
     async def edge_exists(
         self, cube_id: str, source: str, target: str, type: EdgeType, direction: Direction = "out"
     ) -> bool:

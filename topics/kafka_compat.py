@@ -49,11 +49,14 @@ class FetchPause:
     busy_pause_s: float = 0.0  # after an empty fetch, when records came recently
     busy_window_s: float = 0.0
     background_pause_s: float = 0.0  # after an empty fetch, when idle (other consumers)
+    background_busy_pause_s: float = 0.0  # after an empty fetch, when busy (other consumers)
 
     def after_empty(self, now: float, last_data: float | None, latency: bool = True) -> float:
         idle = self.pause_s if latency else max(self.pause_s, self.background_pause_s)
         if last_data is not None and now - last_data < self.busy_window_s:
-            return min(self.busy_pause_s, idle)
+            busy = self.busy_pause_s if latency else max(self.busy_pause_s,
+                                                         self.background_busy_pause_s)
+            return min(busy, idle)
         return idle * random.uniform(0.5, 1.5)  # noqa: S311 - jitter, not security
 
 
@@ -109,15 +112,18 @@ async def _fetch_then_pause(self: Fetcher, assignment: Any, node_id: int, reques
 
 def pause_empty_fetches(pause_s: float, busy_pause_s: float | None = None,
                         busy_window_s: float = 0.0, background_pause_s: float | None = None,
-                        ) -> None:
+                        background_busy_pause_s: float | None = None) -> None:
     """Make every aiokafka consumer of this process pause after an empty fetch: when idle,
     ``pause_s`` if marked latency-sensitive, else ``background_pause_s`` (both jittered
-    ±50%); ``busy_pause_s`` within ``busy_window_s`` of its last records. Process-wide and
-    idempotent; ``pause_s=0`` restores the plain behaviour."""
+    ±50%); within ``busy_window_s`` of its last records ``busy_pause_s``, or
+    ``background_busy_pause_s`` if not latency-sensitive. Process-wide and idempotent;
+    ``pause_s=0`` restores the plain behaviour."""
     _pause.pause_s = pause_s
     _pause.busy_pause_s = pause_s if busy_pause_s is None else busy_pause_s
     _pause.busy_window_s = busy_window_s
     _pause.background_pause_s = pause_s if background_pause_s is None else background_pause_s
+    _pause.background_busy_pause_s = _pause.busy_pause_s if background_busy_pause_s is None \
+        else background_busy_pause_s
     if not supported() or Fetcher._proc_fetch_request is _fetch_then_pause:
         return
     _original.setdefault("fetch", Fetcher._proc_fetch_request)
@@ -142,7 +148,7 @@ def pause_consumer(consumer: AIOKafkaConsumer, kafka: KafkaSettings, bootstrap: 
     _original.setdefault("fetch", Fetcher._proc_fetch_request)
     fetcher._memstream_pause = FetchPause(
         kafka.empty_fetch_pause_s, kafka.busy_fetch_pause_s, kafka.busy_window_s,
-        kafka.background_fetch_pause_s)
+        kafka.background_fetch_pause_s, kafka.background_busy_fetch_pause_s)
     fetcher._memstream_latency = latency
     if type(fetcher)._proc_fetch_request is not _fetch_then_pause:
         fetcher._proc_fetch_request = types.MethodType(_fetch_then_pause, fetcher)
@@ -152,7 +158,7 @@ def pause_consumer(consumer: AIOKafkaConsumer, kafka: KafkaSettings, bootstrap: 
 def configure_fetch_pause(kafka: KafkaSettings) -> None:
     """``pause_empty_fetches`` as the settings say."""
     pause_empty_fetches(kafka.empty_fetch_pause_s, kafka.busy_fetch_pause_s, kafka.busy_window_s,
-                        kafka.background_fetch_pause_s)
+                        kafka.background_fetch_pause_s, kafka.background_busy_fetch_pause_s)
 
 
 def mark_latency_sensitive(consumer: AIOKafkaConsumer) -> None:

@@ -43,6 +43,10 @@ class KafkaSettings(BaseModel):
     # so request/reply round trips and ingest bursts are not paced by the idle pause.
     busy_fetch_pause_s: float = Field(default=0.0005, ge=0)
     busy_window_s: float = Field(default=1.0, ge=0)
+    # ... except background consumers: a stage's next hop waits at most this long, and its
+    # consumer does not poll thousands of times a second beside the work it feeds (measured:
+    # polling at the busy pause took as much of the worker's loop as the stages' own logic).
+    background_busy_fetch_pause_s: float = Field(default=0.005, ge=0)
     # Where the pause applies: auto = a loopback broker (the embedded ones); a worker
     # patches its own process, a client only the consumers it creates.
     fetch_pause: Literal["auto", "always", "never"] = "auto"

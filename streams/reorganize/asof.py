@@ -51,40 +51,68 @@ async def live_at(deps: Deps, cube: str, node: MemoryItem, at: Position,
                   strictly_before: bool = True) -> Live | None:
     """``node`` as of ``at``: None if it comes later (or, with ``strictly_before``, is ``at``
     itself) or was merged away at or before ``at``."""
-    here = position(node)
-    if here > at or (strictly_before and here == at):
-        return None
-    if node.metadata.status == "activated":
-        return Live(node, node.id)
-    if node.metadata.status != "archived":
-        return None
-    current = node
+    return (await live_many(deps, cube, [node], at, strictly_before))[0]
+
+
+async def live_many(deps: Deps, cube: str, nodes: Sequence[MemoryItem], at: Position,
+                    strictly_before: bool = True) -> list[Live | None]:
+    """``live_at`` of each of ``nodes``, in their order. Archived facts follow their merges
+    together, one read of edges and one of nodes per step of the longest chain."""
+    result: list[Live | None] = [None] * len(nodes)
+    walking: dict[int, MemoryItem] = {}  # index in nodes → the node its chain has reached
+    for i, node in enumerate(nodes):
+        here = position(node)
+        if here > at or (strictly_before and here == at):
+            continue
+        if node.metadata.status == "activated":
+            result[i] = Live(node, node.id)
+        elif node.metadata.status == "archived":
+            walking[i] = node
     for _ in range(MAX_CHAIN):
-        out = [e for e in await deps.query.edges_of(cube, current.id, ["MERGED_TO"], "out")
-               if e.source == current.id]
-        if not out:
-            return None  # archived by other means (unused, a command): not a merge
-        target = await deps.query.get_node(cube, sorted(out, key=lambda e: e.target)[0].target)
-        if target is None:
-            return None
-        if current is node and max(position(target), here) <= at:
-            return None  # merged away before ``at``
-        if target.metadata.status == "activated":
-            return Live(node, target.id)
-        current = target
-    return None
+        if not walking:
+            break
+        merged: dict[str, str] = {}
+        for edge in await deps.query.edges_from(
+                cube, sorted({c.id for c in walking.values()}), ["MERGED_TO"]):
+            merged[edge.source] = min(merged.get(edge.source, edge.target), edge.target)
+        found = {n.id: n for n in await deps.query.get_nodes(cube, sorted(set(merged.values())))}
+        following: dict[int, MemoryItem] = {}
+        for i, current in walking.items():
+            node = nodes[i]
+            # no merge out of it: archived by other means (unused, a command), not merged
+            if (target := found.get(merged.get(current.id, ""))) is None:
+                continue
+            if current is node and max(position(target), position(node)) <= at:
+                continue  # merged away before ``at``
+            if target.metadata.status == "activated":
+                result[i] = Live(node, target.id)
+            else:
+                following[i] = target
+        walking = following
+    return result
 
 
 async def live_facts(deps: Deps, cube: str, nodes: Iterable[MemoryItem], at: Position,
                      exclude: Sequence[str] = ()) -> list[Live]:
     """The facts among ``nodes`` live at ``at`` (strictly before it), latest first."""
+    listed = [n for n in nodes if n.id not in exclude]
+    live = [lv for lv in await live_many(deps, cube, listed, at) if lv is not None]
+    return sorted(live, key=lambda lv: position(lv.node), reverse=True)
+
+
+async def first_live(deps: Deps, cube: str, nodes: Sequence[MemoryItem], at: Position,
+                     limit: int, exclude: Sequence[str] = ()) -> list[Live]:
+    """The first ``limit`` of ``nodes`` (in the order given) live at ``at``, strictly before
+    it: checked a slice at a time, so a long candidate list costs only what it takes."""
+    listed = [n for n in nodes if n.id not in exclude]
     out: list[Live] = []
-    for node in nodes:
-        if node.id in exclude:
-            continue
-        if (live := await live_at(deps, cube, node, at)) is not None:
-            out.append(live)
-    return sorted(out, key=lambda lv: position(lv.node), reverse=True)
+    start = 0
+    while start < len(listed) and len(out) < limit:
+        step = max(2 * (limit - len(out)), 4)
+        out += [lv for lv in await live_many(deps, cube, listed[start:start + step], at)
+                if lv is not None]
+        start += step
+    return out[:limit]
 
 
 async def tag_neighbours(deps: Deps, node: MemoryItem, tags: Sequence[str], min_overlap: int,
@@ -98,10 +126,9 @@ async def tag_neighbours(deps: Deps, node: MemoryItem, tags: Sequence[str], min_
     found = await deps.query.find_nodes(
         cube, [*fact_filters(at[0]), Filter("tags", "in", sorted(wanted))])
     found = [n for n in found if len(wanted.intersection(n.metadata.tags)) >= min_overlap]
-    live = await live_facts(deps, cube, found, at, exclude=[node.id])
-    live.sort(key=lambda lv: (len(wanted.intersection(lv.node.metadata.tags)),
-                              position(lv.node)), reverse=True)
-    return live[:limit]
+    found.sort(key=lambda n: (len(wanted.intersection(n.metadata.tags)), position(n)),
+               reverse=True)
+    return await first_live(deps, cube, found, at, limit, exclude=[node.id])
 
 
 async def vector_neighbours(deps: Deps, node: MemoryItem, limit: int) -> list[Live]:
@@ -114,12 +141,9 @@ async def vector_neighbours(deps: Deps, node: MemoryItem, limit: int) -> list[Li
     while True:
         hits = await deps.store.search(cube, records[0].vector, fetch, memory_types=FACT_TYPES,
                                        filters=fact_filters(at[0]), status=None)
-        live = [lv for lv in await live_facts(deps, cube, (n for n, _ in hits), at,
-                                              exclude=[node.id])]
+        live = await first_live(deps, cube, [n for n, _ in hits], at, limit, exclude=[node.id])
         if len(live) >= limit or len(hits) < fetch or fetch >= 8 * (limit + 1):
-            order = {n.id: i for i, (n, _) in enumerate(hits)}
-            live.sort(key=lambda lv: order[lv.node.id])
-            return live[:limit]
+            return live
         fetch *= 2
 
 
@@ -131,7 +155,8 @@ async def predecessor(deps: Deps, node: MemoryItem) -> Live | None:
     cube, at = node.metadata.cube_id, position(node)
     found = await deps.query.find_nodes(cube, [*fact_filters(at[0]),
                                                Filter("session_id", "=", session)])
-    live = await live_facts(deps, cube, found, at, exclude=[node.id])
+    found.sort(key=position, reverse=True)
+    live = await first_live(deps, cube, found, at, 1, exclude=[node.id])
     return live[0] if live else None
 
 

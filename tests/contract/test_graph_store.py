@@ -289,6 +289,23 @@ async def test_edges_of_filters_by_type_and_direction(graph_store: GraphStore, c
     assert await graph_store.edges_of(cube, "a", types=[]) == []
 
 
+async def test_edges_from_reads_many_nodes_outgoing_edges_at_once(
+        graph_store: GraphStore, cube: str) -> None:
+    other = cube + "-other"
+    await graph_store.upsert_nodes(cube, [node(cube, i) for i in "abcde"])
+    await graph_store.upsert_nodes(other, [node(other, i) for i in "ab"])
+    merged_a, merged_c = edge("a", "b", "MERGED_TO"), edge("c", "e", "MERGED_TO")
+    await graph_store.add_edges(cube, [merged_c, merged_a, edge("a", "d", "RELATE_TO"),
+                                       edge("d", "a", "MERGED_TO")])
+    await graph_store.add_edges(other, [edge("a", "b", "MERGED_TO")])
+    assert await graph_store.edges_from(cube, ["c", "a", "b", "a"], ["MERGED_TO"]) == [
+        merged_a, merged_c]
+    assert await graph_store.edges_from(cube, ["a"], ["MERGED_TO", "RELATE_TO"]) == [
+        merged_a, edge("a", "d", "RELATE_TO")]
+    assert await graph_store.edges_from(cube, ["a"], []) == []
+    assert await graph_store.edges_from(cube, [], ["MERGED_TO"]) == []
+
+
 async def test_children_are_the_targets_of_parent_edges(graph_store: GraphStore, cube: str) -> None:
     kids = [node(cube, "k1"), node(cube, "k2")]
     await graph_store.upsert_nodes(cube, [node(cube, "p"), node(cube, "x"), *kids])

@@ -31,3 +31,13 @@ def test_idle_background_consumers_pause_longer_than_ones_someone_waits_on() -> 
     assert all(0.0125 <= d <= 0.0375 for d in background)
     # busy is busy, whichever kind: an ingest burst is not paced by the idle pause
     assert pause.after_empty(10.0, 9.9, latency=False) == 0.0005
+
+
+def test_busy_background_consumers_poll_less_often_than_ones_someone_waits_on() -> None:
+    pause = FetchPause(pause_s=0.005, busy_pause_s=0.0005, busy_window_s=1.0,
+                       background_pause_s=0.025, background_busy_pause_s=0.005)
+    assert pause.after_empty(10.0, 9.9, latency=True) == 0.0005
+    assert pause.after_empty(10.0, 9.9, latency=False) == 0.005
+    # still never longer than the idle pause
+    assert FetchPause(pause_s=0.002, background_pause_s=0.002, background_busy_pause_s=0.01,
+                      busy_window_s=1.0).after_empty(10.0, 9.9, latency=False) == 0.002
