@@ -7,6 +7,7 @@ a bad payload becomes a dead letter instead of a crashed agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from memstream.streams.runtime import (
     is_outage,
     make_batch_handler,
 )
+from memstream.streams.turns import TurnQueue, hold
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec
@@ -55,6 +57,7 @@ class WorkerApp(faust.App):
         super().__init__(*args, **kwargs)
         self.start_hooks: list[StartHook] = []
         self.lanes: list[RequestLane] = []
+        self.runners: list[Runner] = []  # stages' runners (``register_batch_agent``)
 
     async def on_first_start(self) -> None:
         await super().on_first_start()
@@ -67,6 +70,8 @@ class WorkerApp(faust.App):
             await lane.start()
 
     async def on_stop(self) -> None:
+        for runner in self.runners:  # what they hold unhandled is redelivered
+            await runner.stop()
         for lane in self.lanes:  # before the producer their replies go through is flushed
             await lane.stop()
         await super().on_stop()
@@ -204,58 +209,95 @@ def register_batch_agent(
     batch_size: int,
     within_s: float,
 ) -> None:
-    """Register a thin agent: take a batch, hand raw records to ``handler``, send its outputs.
+    """Register a thin agent that holds what it is delivered (``streams.turns``) and a runner
+    that hands it to ``handler`` a batch per partition in turn, sends the outputs, then acks.
 
     ``handler`` owns decoding, retries and dead letters; anything that still escapes
-    is logged and the batch is dead-lettered by the handler's caller contract — the
-    agent itself never dies.
+    is logged and the batch is dead-lettered (``handle_batch``): the agent never dies.
     """
     specs = [spec] if isinstance(spec, TopicSpec) else list(spec)
     channel = bound[specs[0]] if len(specs) == 1 else bound.app.topic(
         *[s.name(bound.settings) for s in specs],
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
     )
+    queue = TurnQueue(bound.settings.worker.intake_queue)
 
-    backoff = bound.settings.worker.retry_backoff_s
-
-    async def agent(stream: faust.StreamT[Any]) -> AsyncIterator[int]:
-        batches = stream.take_events(batch_size, within=within_s)  # type: ignore[attr-defined]
-        async for events in batches:
-            raws = [raw_of(e) for e in events]
-            handled = False
+    async def run() -> None:
+        while True:
+            chosen = queue.next()
+            if chosen is None:
+                await queue.arrival()
+                continue
+            batch = [h for h in queue.take(*chosen, batch_size) if h.current()]
+            if not batch:
+                continue
             stats.in_flight += 1
             try:
-                try:
-                    outgoing = await handler(raws)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - last line of defence: dead-letter
-                    log.exception("%s: batch of %d failed outside the handler", name, len(raws))
-                    outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
-                await send_until_sent(bound, name, outgoing, backoff)
-                await after_sent(name, outgoing, backoff)
-                handled = True
+                await handle_batch(bound, name, handler, [h.raw for h in batch])
             finally:
                 stats.in_flight -= 1
-                if not handled:
-                    hold_unhandled(events)
-            stats.processed += len(raws)
-            yield len(raws)
+            for held in batch:
+                held.ack()
+            stats.processed += len(batch)
+
+    runner = Runner(name, run)
+
+    async def agent(stream: faust.StreamT[Any]) -> AsyncIterator[int]:
+        runner.ensure(bound.app)
+        async for events in stream.take_events(batch_size, within=within_s):  # type: ignore[attr-defined]
+            await queue.put(0, hold(bound.app, events, raw_of))
+            yield len(events)
 
     bound.app.agent(channel, name=name)(agent)
 
 
-def hold_unhandled(events: Sequence[EventT[Any]]) -> None:
-    """Keep a batch the agent did not finish from being committed.
+async def handle_batch(bound: BoundTopics, name: str, handler: BatchHandler,
+                       raws: Sequence[RawRecord]) -> None:
+    """Run ``handler`` on a batch and send its outputs (then their ``then`` actions): after
+    this the batch's records may be committed. A failure that escapes the handler
+    dead-letters the batch."""
+    backoff = bound.settings.worker.retry_backoff_s
+    try:
+        outgoing = await handler(raws)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - last line of defence: dead-letter
+        log.exception("%s: batch of %d failed outside the handler", name, len(raws))
+        outgoing = [dead_letter(name, raw, exc, 1, utcnow) for raw in raws]
+    await send_until_sent(bound, name, outgoing, backoff)
+    await after_sent(name, outgoing, backoff)
 
-    faust's ``take_events`` acks every event of a batch in its own ``finally``, so a worker
-    stopped (or rebalanced away) mid-batch would commit records it never handled, and the
-    worker taking the partition over would start after them: lost without a trace. One more
-    reference per message keeps that ack from reaching the consumer; the records stay
-    uncommitted and are redelivered to whoever owns the partition next.
-    """
-    for event in events:
-        event.message.incref()
+
+class Runner:
+    """A stage's runner task: started with its agent, stopped with the app (records it holds
+    unhandled are not acked, so they are redelivered)."""
+
+    def __init__(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        self.name, self._run = name, run
+        self.task: asyncio.Task[None] | None = None
+
+    def ensure(self, app: faust.App) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._guarded(), name=f"memstream-{self.name}")
+            runners = getattr(app, "runners", None)
+            if runners is not None and self not in runners:
+                runners.append(self)
+
+    async def _guarded(self) -> None:
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a runner must not die; its records wait
+                log.exception("%s: runner failed; starting it again", self.name)
+                await asyncio.sleep(1.0)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
 
 
 async def after_sent(name: str, outgoing: Sequence[Outgoing], backoff_s: float) -> None:

@@ -152,6 +152,9 @@ class WorkerSettings(BaseModel):
 
     batch_size: int = Field(default=32, ge=1)
     batch_within_s: float = Field(default=0.05, gt=0)  # bounds the wait a lone event adds per stage
+    # Records a stage holds delivered but not yet handled (taken a batch per partition in
+    # turn, see docs/delivery.md); its agent waits for room beyond that.
+    intake_queue: int = Field(default=4096, ge=1)
     # The optimizer's less urgent topics (reorganize.normal/.low) are taken this many events at
     # a time: the longest an urgent event can wait behind work already started.
     low_priority_batch: int = Field(default=10, ge=1)

@@ -18,8 +18,9 @@ def processor(ingestion: tuple[StageStats, ...], max_yield_s: float = 5.0) -> Pr
     async def send(outgoing: Sequence[Outgoing]) -> None:
         return None
 
-    bound = SimpleNamespace(services={"ingestion": ingestion}, send=send)
     settings = Settings(worker={"optimizer_max_yield_s": max_yield_s})
+    bound = SimpleNamespace(services={"ingestion": ingestion}, send=send, app=None,
+                            settings=settings)
     deps = SimpleNamespace(settings=settings, clock=None)
     proc = Processor(bound, deps, StageStats(), progress=None)  # type: ignore[arg-type]
 
@@ -67,3 +68,32 @@ async def test_counts_a_batch_finished_since_it_last_looked_as_ingestion() -> No
     add.processed += 32
     assert proc.ingesting()
     assert not proc.ingesting()
+
+
+async def test_partitions_take_turns_so_a_later_backlog_is_not_left_behind() -> None:
+    """One partition's backlog arrived first; another partition's events, delivered after
+    it, go next rather than after the whole backlog (each partition's order is kept)."""
+    proc = processor((StageStats(),))
+    proc.ingesting()
+    handled: list[list[tuple[int, int]]] = []
+    first = asyncio.Event()
+
+    async def handle(raws: Sequence[RawRecord]) -> list[Outgoing]:
+        handled.append([(r.partition, r.offset) for r in raws])
+        first.set()
+        await asyncio.sleep(0.01)
+        return []
+
+    proc._handles = dict.fromkeys((0, 1, 2), handle)
+    try:
+        backlog = asyncio.create_task(
+            proc.submit(0, [RawRecord("t", 2, i, b"k", b"{}") for i in range(12)]))
+        await first.wait()
+        await proc.submit(0, [RawRecord("t", 0, i, b"k", b"{}") for i in range(2)])
+        await backlog
+    finally:
+        await proc.stop()
+    size = Settings().worker.high_priority_batch
+    assert handled[0] == [(2, i) for i in range(size)]
+    assert handled[1] == [(0, 0), (0, 1)]
+    assert [o for batch in handled if batch[0][0] == 2 for _, o in batch] == list(range(12))

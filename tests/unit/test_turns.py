@@ -1,0 +1,63 @@
+"""A stage's held records are taken a batch per partition in turn, most urgent lane first,
+each partition in log order; the queue holds a bounded number."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memstream.streams.runtime import RawRecord
+from memstream.streams.turns import Held, TurnQueue
+
+
+def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:
+    def ack() -> None:
+        if acked is not None:
+            acked.append(offset)
+
+    return Held(RawRecord(topic, partition, offset, b"k", b"{}"), ack)
+
+
+def drain(queue: TurnQueue, size: int) -> list[list[tuple[str, int, int]]]:
+    out = []
+    while (chosen := queue.next()) is not None:
+        out.append([(h.raw.topic, h.raw.partition, h.raw.offset)
+                    for h in queue.take(*chosen, size)])
+    return out
+
+
+async def test_partitions_are_taken_in_turn_each_in_log_order() -> None:
+    queue = TurnQueue(limit=100)
+    await queue.put(0, [held("t", 2, i) for i in range(5)])
+    await queue.put(0, [held("t", 0, i) for i in range(3)])
+    await queue.put(0, [held("u", 0, 7)])
+    assert drain(queue, 2) == [
+        [("t", 0, 0), ("t", 0, 1)], [("t", 2, 0), ("t", 2, 1)], [("u", 0, 7)],
+        [("t", 0, 2)], [("t", 2, 2), ("t", 2, 3)], [("t", 2, 4)]]
+    assert queue.size == 0
+
+
+async def test_a_more_urgent_lane_goes_first() -> None:
+    queue = TurnQueue(limit=100)
+    await queue.put(2, [held("low", 0, 0)])
+    await queue.put(0, [held("high", 1, 0), held("high", 1, 1)])
+    assert drain(queue, 10) == [[("high", 1, 0), ("high", 1, 1)], [("low", 0, 0)]]
+
+
+async def test_a_full_queue_makes_the_delivery_wait_for_room() -> None:
+    queue = TurnQueue(limit=2)
+    await queue.put(0, [held("t", 0, 0), held("t", 0, 1)])
+    more = asyncio.create_task(queue.put(0, [held("t", 0, 2)]))
+    await asyncio.sleep(0.05)
+    assert not more.done() and queue.size == 2
+    queue.take(0, ("t", 0), 1)
+    await asyncio.wait_for(more, 1)
+    assert queue.size == 2
+
+
+async def test_arrival_wakes_a_waiting_runner() -> None:
+    queue = TurnQueue(limit=10)
+    waiting = asyncio.create_task(queue.arrival())
+    await asyncio.sleep(0.02)
+    assert not waiting.done()
+    await queue.put(0, [held("t", 0, 0)])
+    await asyncio.wait_for(waiting, 1)
