@@ -336,6 +336,19 @@ RETURN {EDGE_COLUMNS}
 """
 
 
+def nodes_by_tags(where: str) -> str:
+    clause = f"WHERE {where}" if where else ""
+    return f"""
+MATCH (n:Memory {{{IN_CUBE}}})
+{clause}
+WITH n, size([t IN coalesce(n.tags, []) WHERE t IN $tags]) AS overlap
+WHERE overlap >= $min_overlap
+RETURN {NODE}
+ORDER BY overlap DESC, n.updated_at DESC, n.id DESC
+LIMIT $limit
+"""
+
+
 def find_nodes(where: str, limited: bool) -> str:
     clause = f"WHERE {where}" if where else ""
     limit = "LIMIT $limit" if limited else ""

@@ -300,6 +300,19 @@ class CypherGraphStore(ABC):
         rows = await self._read(cypher.find_nodes(where, limit is not None), params)
         return [props_to_node(r["props"]) for r in rows]
 
+    async def nodes_by_tags(
+        self, cube_id: str, tags: Sequence[str], filters: Sequence[Filter] = (),
+        min_overlap: int = 1, limit: int = 20,
+    ) -> list[MemoryItem]:
+        if not tags or limit <= 0:
+            return []
+        where, params = cypher.compile_filters(filters, self.dialect)
+        params.update(cube_params(cube_id))
+        params.update({"tags": _unique(tags), "min_overlap": max(int(min_overlap), 1),
+                       "limit": int(limit)})
+        rows = await self._read(cypher.nodes_by_tags(where), params)
+        return [props_to_node(r["props"]) for r in rows]
+
     async def keyword_search(
         self, cube_id: str, text: str, limit: int,
         memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),

@@ -308,6 +308,22 @@ class InMemoryGraphStore:
         found = _newest_first(self._select(cube_id, lambda n: matches_all(n, filters)))
         return found if limit is None else found[:limit]
 
+    async def nodes_by_tags(
+        self, cube_id: str, tags: Sequence[str], filters: Sequence[Filter] = (),
+        min_overlap: int = 1, limit: int = 20,
+    ) -> list[MemoryItem]:
+        _checked(filters)
+        wanted = set(tags)
+        if not wanted or limit <= 0:
+            return []
+
+        def rank(n: MemoryItem) -> tuple[int, datetime, str]:
+            return (len(wanted.intersection(n.metadata.tags)), n.metadata.updated_at, n.id)
+
+        found = self._select(cube_id, lambda n: matches_all(n, filters)
+                             and len(wanted.intersection(n.metadata.tags)) >= max(min_overlap, 1))
+        return sorted(found, key=rank, reverse=True)[:limit]
+
     async def keyword_search(
         self, cube_id: str, text: str, limit: int,
         memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),

@@ -183,6 +183,13 @@ class GraphStore(Protocol):
         self, cube_id: str, filters: Sequence[Filter] = (), limit: int | None = None
     ) -> list[MemoryItem]: ...
 
+    async def nodes_by_tags(
+        self, cube_id: str, tags: Sequence[str], filters: Sequence[Filter] = (),
+        min_overlap: int = 1, limit: int = 20,
+    ) -> list[MemoryItem]:
+        """Nodes matching ``filters`` that carry at least ``min_overlap`` of ``tags``: the
+        most shared tags first, then the latest (``updated_at``, then ``id``, descending)."""
+
     async def count_by(
         self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()
     ) -> list[GroupCount]: ...

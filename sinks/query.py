@@ -58,6 +58,12 @@ class MemoryQuery:
     ) -> list[MemoryItem]:
         return await self._graph.find_nodes(cube_id, filters, limit)
 
+    async def nodes_by_tags(
+        self, cube_id: str, tags: Sequence[str], filters: Sequence[Filter] = (),
+        min_overlap: int = 1, limit: int = 20,
+    ) -> list[MemoryItem]:
+        return await self._graph.nodes_by_tags(cube_id, tags, filters, min_overlap, limit)
+
     async def count_by(
         self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()
     ) -> list[GroupCount]:

@@ -15,9 +15,10 @@ older than itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memstream.sinks.ports import Filter
 from memstream.streams.runtime import Deps
@@ -115,6 +116,27 @@ async def first_live(deps: Deps, cube: str, nodes: Sequence[MemoryItem], at: Pos
     return out[:limit]
 
 
+async def ranked_live(deps: Deps, cube: str, at: Position, limit: int, exclude: Sequence[str],
+                      fetch: Callable[[int], Awaitable[list[MemoryItem]]],
+                      rank: Callable[[MemoryItem], Any],
+                      coarse: Callable[[MemoryItem], Any]) -> list[Live]:
+    """The first ``limit`` live facts by ``rank`` (descending) among what ``fetch(k)`` reads:
+    the store's first ``k`` by ``coarse``, a prefix of ``rank`` (it breaks ties differently).
+    Reads a few more than needed, and more only while too few of them were live, so a long
+    history costs what the answer needs, not the whole history."""
+    k = max(4 * limit, 16)
+    while True:
+        found = sorted(await fetch(k), key=rank, reverse=True)
+        complete = len(found) < k
+        if not complete:  # what was not read ranks at most as the last read one by ``coarse``
+            edge = min(coarse(n) for n in found)
+            found = [n for n in found if coarse(n) > edge]
+        live = await first_live(deps, cube, found, at, limit, exclude)
+        if len(live) >= limit or complete:
+            return live
+        k *= 4
+
+
 async def tag_neighbours(deps: Deps, node: MemoryItem, tags: Sequence[str], min_overlap: int,
                          limit: int) -> list[Live]:
     """Earlier live facts sharing at least ``min_overlap`` of ``tags``: most overlap first,
@@ -123,12 +145,17 @@ async def tag_neighbours(deps: Deps, node: MemoryItem, tags: Sequence[str], min_
         return []
     cube, at = node.metadata.cube_id, position(node)
     wanted = set(tags)
-    found = await deps.query.find_nodes(
-        cube, [*fact_filters(at[0]), Filter("tags", "in", sorted(wanted))])
-    found = [n for n in found if len(wanted.intersection(n.metadata.tags)) >= min_overlap]
-    found.sort(key=lambda n: (len(wanted.intersection(n.metadata.tags)), position(n)),
-               reverse=True)
-    return await first_live(deps, cube, found, at, limit, exclude=[node.id])
+
+    def overlap(n: MemoryItem) -> int:
+        return len(wanted.intersection(n.metadata.tags))
+
+    async def fetch(k: int) -> list[MemoryItem]:
+        return await deps.query.nodes_by_tags(cube, sorted(wanted), fact_filters(at[0]),
+                                              min_overlap, k)
+
+    return await ranked_live(deps, cube, at, limit, [node.id], fetch,
+                             rank=lambda n: (overlap(n), position(n)),
+                             coarse=lambda n: (overlap(n), n.metadata.updated_at))
 
 
 async def vector_neighbours(deps: Deps, node: MemoryItem, limit: int) -> list[Live]:
@@ -153,10 +180,13 @@ async def predecessor(deps: Deps, node: MemoryItem) -> Live | None:
     if not session:
         return None
     cube, at = node.metadata.cube_id, position(node)
-    found = await deps.query.find_nodes(cube, [*fact_filters(at[0]),
-                                               Filter("session_id", "=", session)])
-    found.sort(key=position, reverse=True)
-    live = await first_live(deps, cube, found, at, 1, exclude=[node.id])
+    filters = [*fact_filters(at[0]), Filter("session_id", "=", session)]
+
+    async def fetch(k: int) -> list[MemoryItem]:
+        return await deps.query.find_nodes(cube, filters, limit=k)
+
+    live = await ranked_live(deps, cube, at, 1, [node.id], fetch, rank=position,
+                             coarse=lambda n: n.metadata.updated_at)
     return live[0] if live else None
 
 

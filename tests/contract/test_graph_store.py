@@ -385,6 +385,35 @@ async def test_neighbors_by_tags_orders_by_overlap_and_skips_what_must_not_link(
     assert await graph_store.neighbors_by_tags(cube, ["nothing-shares-this"]) == []
 
 
+async def test_nodes_by_tags_ranks_by_shared_tags_then_latest_within_the_filters(
+    graph_store: GraphStore, cube: str
+) -> None:
+    tags = ("tea", "lyon", "music")
+    await graph_store.upsert_nodes(cube, [
+        node(cube, "three", tags=tags),
+        node(cube, "two-new", tags=("music", "tea", "other"), minutes=5),
+        node(cube, "two-old", tags=("tea", "music"), minutes=1),
+        node(cube, "two-old-b", tags=("tea", "music"), minutes=1),
+        node(cube, "one", tags=("lyon",), status="archived"),
+        node(cube, "later", tags=tags, minutes=60),
+        node(cube, "none", tags=("else",)),
+    ])
+    other = cube + "-other"
+    await graph_store.upsert_nodes(other, [node(other, "foreign", tags=tags)])
+    until = [Filter("updated_at", "<=", T0 + timedelta(minutes=30))]
+
+    found = await graph_store.nodes_by_tags(cube, list(tags), until)
+    assert ids(found) == ["three", "two-new", "two-old-b", "two-old", "one"]
+    assert found[0] == node(cube, "three", tags=tags)
+    assert ids(await graph_store.nodes_by_tags(cube, list(tags), until, 2, limit=3)) == [
+        "three", "two-new", "two-old-b"]
+    archived = [*until, Filter("status", "=", "archived")]
+    assert ids(await graph_store.nodes_by_tags(cube, list(tags), archived)) == ["one"]
+    assert ids(await graph_store.nodes_by_tags(cube, list(tags)))[0] == "later"
+    assert await graph_store.nodes_by_tags(cube, ["nothing-shares-this"]) == []
+    assert await graph_store.nodes_by_tags(cube, list(tags), limit=0) == []
+
+
 async def test_subgraph_follows_depth_and_requires_center_status(
     graph_store: GraphStore, cube: str
 ) -> None:
