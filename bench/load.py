@@ -13,8 +13,9 @@ Default mode, one run on the embedded default (noida-db, FalkorDB, Milvus Lite, 
 local e5 embedder), the worker in its own process (``memstream worker``), as `memstream up`
 runs it:
 
-1. in-process: the same extraction and add-stage writes called directly in this process
-   (no Kafka, no optimizer), chunk by chunk, batched per cube like the worker;
+1. in-process: the same extraction and add-stage writes (capacity evictions included)
+   called directly in this process (no Kafka, no optimizer, no searches), chunk by chunk,
+   batched per cube like the worker;
 2. through Kafka: every chunk is published at once (a backlog far larger than a batch),
    and the run waits until the add stage applied the last chunk of every cube. Meanwhile:
    the longest time any input partition of any stage waited with records pending and no
@@ -298,6 +299,14 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
     deps = await worker.open_deps()
     await deps.embedder.embed_passages(["warm up"])  # the model loads on first use
     batch = settings.worker.batch_size
+
+    async def add(records: list[Record[ExtractedMemory]]) -> None:
+        # the add stage's writes, its capacity evictions included (a worker carries them
+        # out once their announcement is sent); the events it would publish are not sent
+        for out in await add_memories(records, deps):
+            if out.then is not None:
+                await out.then()
+
     t0 = time.perf_counter()
     pending: dict[str, list[Record[ExtractedMemory]]] = {}
     for i, c in enumerate(chunks):
@@ -309,10 +318,10 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
         pending.setdefault(c.cube, []).extend(Record(it, origin, raw) for it in items)
         if sum(len(v) for v in pending.values()) >= batch:
             for records in pending.values():
-                await add_memories(records, deps)
+                await add(records)
             pending.clear()
     for records in pending.values():
-        await add_memories(records, deps)
+        await add(records)
     elapsed = time.perf_counter() - t0
     await worker.stop()
     return elapsed

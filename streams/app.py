@@ -30,7 +30,7 @@ from memstream.streams.runtime import (
     is_outage,
     make_batch_handler,
 )
-from memstream.streams.turns import TurnQueue, hold
+from memstream.streams.turns import Held, TurnQueue, hold
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec
@@ -221,24 +221,27 @@ def register_batch_agent(
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
     )
     queue = TurnQueue(bound.settings.worker.intake_queue)
+    partitions = bound.settings.worker.partitions_at_once
+
+    async def one(batch: list[Held]) -> None:
+        stats.in_flight += 1
+        try:
+            await handle_batch(bound, name, handler, [h.raw for h in batch])
+        finally:
+            stats.in_flight -= 1
+        for held in batch:
+            held.ack()
+        stats.processed += len(batch)
 
     async def run() -> None:
         while True:
-            chosen = queue.next()
-            if chosen is None:
+            batches = [[h for h in b if h.current()]
+                       for b in queue.take_round(batch_size, partitions)]
+            if not batches:
                 await queue.arrival()
                 continue
-            batch = [h for h in queue.take(*chosen, batch_size) if h.current()]
-            if not batch:
-                continue
-            stats.in_flight += 1
-            try:
-                await handle_batch(bound, name, handler, [h.raw for h in batch])
-            finally:
-                stats.in_flight -= 1
-            for held in batch:
-                held.ack()
-            stats.processed += len(batch)
+            # one batch per partition at a time, partitions at once (cubes never share a batch)
+            await asyncio.gather(*(one(b) for b in batches if b))
 
     runner = Runner(name, run)
 

@@ -102,6 +102,20 @@ class TurnQueue:
                 return lane, next(after, keys[0])
         return None
 
+    def take_round(self, limit: int, partitions: int) -> list[list[Held]]:
+        """A batch (at most ``limit``) from each of up to ``partitions`` partitions of the most
+        urgent lane, in turn: batches that may run at once (each partition keeps its order,
+        as long as the next round waits for this one)."""
+        batches: list[list[Held]] = []
+        lane: int | None = None
+        while len(batches) < partitions and (chosen := self.next()) is not None:
+            if lane is not None and (chosen[0] != lane
+                                     or any(b[0].key == chosen[1] for b in batches)):
+                break
+            lane = chosen[0]
+            batches.append(self.take(*chosen, limit))
+        return batches
+
     def take(self, lane: int, key: Key, limit: int) -> list[Held]:
         waiting = self.lanes[lane][key]
         batch = [waiting.popleft() for _ in range(min(limit, len(waiting)))]

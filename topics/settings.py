@@ -155,6 +155,9 @@ class WorkerSettings(BaseModel):
     # Records a stage holds delivered but not yet handled (taken a batch per partition in
     # turn, see docs/delivery.md); its agent waits for room beyond that.
     intake_queue: int = Field(default=4096, ge=1)
+    # ... and handles a batch from up to this many partitions at once (each partition's
+    # batches one after another): one cube's embedding overlaps another's store writes.
+    partitions_at_once: int = Field(default=4, ge=1)
     # The optimizer's less urgent topics (reorganize.normal/.low) are taken this many events at
     # a time: the longest an urgent event can wait behind work already started.
     low_priority_batch: int = Field(default=10, ge=1)

@@ -61,3 +61,20 @@ async def test_arrival_wakes_a_waiting_runner() -> None:
     assert not waiting.done()
     await queue.put(0, [held("t", 0, 0)])
     await asyncio.wait_for(waiting, 1)
+
+
+async def test_a_round_takes_one_batch_from_each_partition_of_the_most_urgent_lane() -> None:
+    queue = TurnQueue(limit=100)
+    await queue.put(0, [held("t", 1, i) for i in range(3)])
+    await queue.put(0, [held("t", 0, i) for i in range(2)])
+    await queue.put(1, [held("low", 0, 0)])
+
+    def offsets(batches: list[list[Held]]) -> list[list[tuple[int, int]]]:
+        return [[(h.raw.partition, h.raw.offset) for h in b] for b in batches]
+
+    assert offsets(queue.take_round(2, partitions=4)) == [[(0, 0), (0, 1)], [(1, 0), (1, 1)]]
+    assert offsets(queue.take_round(2, partitions=4)) == [[(1, 2)]]
+    assert offsets(queue.take_round(2, partitions=4)) == [[(0, 0)]]  # then the lower lane
+    assert queue.take_round(2, partitions=4) == []
+    await queue.put(0, [held("t", p, 0) for p in range(3)])
+    assert len(queue.take_round(5, partitions=2)) == 2
