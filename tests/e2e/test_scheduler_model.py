@@ -107,7 +107,11 @@ async def test_the_model_decides_reranks_and_filters_and_sees_the_last_answer(
     decided = [r for r in model.chat_requests if DECISION_PROMPT in system_prompt(r)]
     assert all(t in last_user_message(decided[0]) for t in [*DIET, *TRAVEL])
 
-    await ask(llm_sched, "mdl", "Try a spicy tofu stir-fry.", label="answer", spec=SCHEDULE_ANSWER)
+    _, answered = await ask(llm_sched, "mdl", "Try a spicy tofu stir-fry.", label="answer",
+                            spec=SCHEDULE_ANSWER)
+    # answers and queries are two topics: Kafka orders neither against the other, so the
+    # agent waits for its answer to be applied before the next query (read-your-writes)
+    await llm_sched.client.wait_applied(answered)
     follow, token = await ask(llm_sched, "mdl", "and for dessert?")
     await llm_sched.client.wait_applied(token)
     prompt = last_user_message([r for r in model.chat_requests
