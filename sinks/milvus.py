@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +57,7 @@ _BATCH = 500
 _OUTPUT = [*SCALAR_FIELDS, "vector"]
 log = logging.getLogger("memstream.milvus")
 _PAGE = 10_000  # rows per query page (Milvus caps offset + limit at 16,384)
+LITE_CONNECT_ATTEMPTS = 3  # opening a Lite file: tries before the error
 _LITE_LOCK = threading.Lock()
 _LITE_USERS: dict[str, int] = {}
 # Milvus Lite applies a write to its write-ahead log without a lock of its own: two writes
@@ -143,14 +145,23 @@ class MilvusVectorStore:
             except (MilvusException, grpc.RpcError) as exc:
                 raise store_error(f"cannot connect to Milvus at {self._uri}", exc) from exc
         Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            client = MilvusClient(uri=self._uri)
-        except MilvusException as exc:
-            raise StoreError(
-                f"cannot open Milvus Lite file {self._uri}: {exc.message}. Milvus Lite allows "
-                "one process per file; if another process holds it, point vector.uri at a "
-                "Milvus server or give each process its own file"
-            ) from exc
+        for attempt in range(LITE_CONNECT_ATTEMPTS):
+            try:
+                client = MilvusClient(uri=self._uri)
+                break
+            except MilvusException as exc:
+                # Milvus Lite's local server can drop a channel with a transient GOAWAY
+                # ("too many pings", seen once in CI): a fresh connection then succeeds
+                if attempt + 1 < LITE_CONNECT_ATTEMPTS:
+                    log.warning("opening Milvus Lite file %s failed (%s); trying again",
+                                self._uri, exc.message)
+                    time.sleep(0.5 * (attempt + 1))
+                    continue
+                raise StoreError(
+                    f"cannot open Milvus Lite file {self._uri}: {exc.message}. Milvus Lite "
+                    "allows one process per file; if another process holds it, point "
+                    "vector.uri at a Milvus server or give each process its own file"
+                ) from exc
         with _LITE_LOCK:
             _LITE_USERS[self._uri] = _LITE_USERS.get(self._uri, 0) + 1
         return client
