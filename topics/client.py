@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
 from memstream.topics import provenance
@@ -42,7 +43,7 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
-from memstream.topics.kafka_compat import pause_consumer
+from memstream.topics.kafka_compat import pause_consumer, stop_within
 from memstream.topics.limits import LimitExceeded, check_content, check_encoded
 from memstream.topics.models import (
     MemoryItem,
@@ -92,6 +93,10 @@ __all__ = ["ClientError", "LimitExceeded", "MemoryClient", "MemoryServiceError"]
 
 SCHEDULE_TOPICS = {"query": SCHEDULE_QUERY, "answer": SCHEDULE_ANSWER, "add": SCHEDULE_ADD}
 
+# How long leaving the broker may take per connection: a client whose broker has gone
+# must still close (aiokafka otherwise retries a dead node forever).
+CLOSE_S = 10.0
+
 
 class MemoryClient:
     """Async client for memstream's topics. Start it with ``async with`` or ``start()``."""
@@ -139,15 +144,15 @@ class MemoryClient:
         if self._keys is not None:
             release_keys(self._keys)
             self._keys = None
-        if self._producer is not None:
-            await self._producer.stop()
-            self._producer = None
-        if self._progress is not None:
-            await self._progress.close()
-            self._progress = None
-        if self._replies is not None:
-            await self._replies.close()
-            self._replies = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await stop_within(producer, CLOSE_S, "producer")
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            await progress.close()  # bounded inside
+        replies, self._replies = self._replies, None
+        if replies is not None:
+            await replies.close()  # bounded inside
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -174,7 +179,11 @@ class MemoryClient:
         check_content(event, self.settings.limits)
         data = spec.encode(event)
         check_encoded(data, self.settings.limits, type(event).__name__)
-        meta = await self._producer.send_and_wait(spec.name(self.settings), data, key=key)
+        try:
+            meta = await self._producer.send_and_wait(spec.name(self.settings), data, key=key)
+        except KafkaError as exc:
+            raise ClientError(f"could not publish to {spec.name(self.settings)} at "
+                              f"{self.bootstrap}: {exc}; is the broker running?") from exc
         return WriteToken(topic=meta.topic, partition=meta.partition, offset=meta.offset)
 
     async def add_messages(
@@ -260,8 +269,9 @@ class MemoryClient:
         })
         future = replies.expect(request.correlation_id)
         try:
-            await self.publish(REQUESTS, request)
-            reply = await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):  # the send and the answer, together
+                await self.publish(REQUESTS, request)
+                reply = await future
         except TimeoutError as exc:
             raise ClientError(f"no reply to {type(request).__name__} within {timeout}s; "
                               "is a worker running?") from exc

@@ -168,3 +168,25 @@ def mark_latency_sensitive(consumer: AIOKafkaConsumer) -> None:
     if fetcher is None:
         raise RuntimeError("mark a consumer latency-sensitive after starting it")
     fetcher._memstream_latency = True
+
+
+# Where a client's stopping producer or consumer is kept while it outlives ``stop_within``.
+_stopping: set[asyncio.Task[None]] = set()
+
+
+async def stop_within(client: Any, seconds: float, what: str) -> None:
+    """Stop an aiokafka producer or consumer, waiting at most ``seconds``.
+
+    A consumer whose broker has gone can take minutes to stop (its fetch retries the dead
+    node and its close swallows a cancel), so the stop goes on in the background past the
+    limit rather than hanging whoever is closing."""
+    task = asyncio.create_task(client.stop(), name=f"memstream-stop-{what}")
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if done:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("stopping the %s failed: %s", what, exc)
+        return
+    log.warning("the %s did not stop within %.0fs (is the broker gone?); leaving it", what,
+                seconds)
+    _stopping.add(task)
+    task.add_done_callback(_stopping.discard)

@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from memstream.topics.events import WriteToken
+from memstream.topics.kafka_compat import stop_within
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS
 from memstream.topics.settings import Settings
 
+T = TypeVar("T")
+
+# The least time one question to the broker is given, even when the caller's deadline is
+# nearer (``is_applied`` asks once with no time to wait).
+BROKER_ANSWER_S = 2.0
+CLOSE_S = 10.0
+
 
 class NotAppliedYet(TimeoutError):
-    """The workers did not process a write within the time allowed."""
+    """The workers did not process a write within the time allowed (or the broker did not
+    answer in that time)."""
 
 
 class Progress:
@@ -43,16 +54,33 @@ class Progress:
 
     async def close(self) -> None:
         if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+            consumer, self._consumer = self._consumer, None
+            # bounded: leaving the broker must not hang a caller whose broker is gone
+            await stop_within(consumer, CLOSE_S, "progress consumer")
 
-    async def committed(self, tp: TopicPartition) -> int:
-        committed = await (await self._client()).committed(tp)
+    async def committed(self, tp: TopicPartition, deadline: float | None = None) -> int:
+        """The group's committed offset of ``tp`` (0 when none). Without a ``deadline``
+        (``time.monotonic()``) this waits as long as the broker is unreachable: aiokafka
+        retries finding the group's coordinator forever."""
+        committed = await self._answer(tp, deadline, lambda c: c.committed(tp))
         return committed if committed is not None else 0
 
-    async def end_offset(self, tp: TopicPartition) -> int:
-        ends = await (await self._client()).end_offsets([tp])
+    async def end_offset(self, tp: TopicPartition, deadline: float | None = None) -> int:
+        ends = await self._answer(tp, deadline, lambda c: c.end_offsets([tp]))
         return int(ends[tp])
+
+    async def _answer(self, tp: TopicPartition, deadline: float | None,
+                      ask: Callable[[AIOKafkaConsumer], Awaitable[T]]) -> T:
+        if deadline is None:
+            return await ask(await self._client())
+        allowed = max(deadline - time.monotonic(), BROKER_ANSWER_S)
+        try:
+            async with asyncio.timeout(allowed):
+                return await ask(await self._client())
+        except TimeoutError:
+            raise NotAppliedYet(
+                f"the broker at {self.bootstrap} did not answer within {allowed:.0f}s about "
+                f"{tp.topic}[{tp.partition}]; is it running?") from None
 
     async def is_applied(self, token: WriteToken) -> bool:
         """One check, no waiting."""
@@ -73,10 +101,10 @@ class Progress:
             # Extraction is done and its items are in memory.items: same key, same partition
             # count, so the same partition number. Wait for the add stage to pass its end.
             items = TopicPartition(MEMORY_ITEMS.name(self.settings), token.partition)
-            await self._wait(items, await self.end_offset(items), deadline, poll_s)
+            await self._wait(items, await self.end_offset(items, deadline), deadline, poll_s)
 
     async def _wait(self, tp: TopicPartition, target: int, deadline: float, poll_s: float) -> None:
-        while await self.committed(tp) < target:
+        while await self.committed(tp, deadline) < target:
             if time.monotonic() >= deadline:
                 raise NotAppliedYet(
                     f"workers have not processed {tp.topic}[{tp.partition}] up to offset "

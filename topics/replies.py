@@ -16,11 +16,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from memstream.topics.events import Reply
-from memstream.topics.kafka_compat import pause_consumer
+from memstream.topics.kafka_compat import pause_consumer, stop_within
 from memstream.topics.registry import REPLIES
 from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.client")
+
+CLOSE_S = 10.0  # the longest leaving the broker may take
 
 
 class ReplyListener:
@@ -78,9 +80,9 @@ class ReplyListener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await stop_within(consumer, CLOSE_S, "reply consumer")
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()

@@ -3,6 +3,9 @@ exports what users catch and publish."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +15,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import Fetcher
 
 from memstream.topics import kafka_compat
-from memstream.topics.client import MemoryClient
+from memstream.topics.broker import NoidaBroker
+from memstream.topics.client import CLOSE_S, ClientError, MemoryClient
 from memstream.topics.events import MemoryUpdate
 from memstream.topics.settings import Settings
 
@@ -80,3 +84,37 @@ def test_public_errors_and_events_are_exported() -> None:
     assert issubclass(memstream.LimitExceeded, ValueError)
     assert issubclass(memstream.MemoryServiceError, memstream.ClientError)
     assert memstream.MemoryUpdate is MemoryUpdate
+
+
+@pytest.mark.timeout(180)
+async def test_a_client_whose_broker_dies_gets_errors_in_time_and_still_closes(
+    tmp_path: Path,
+) -> None:
+    # CI once hung for an hour: waiting for a write against a dead broker asked the group
+    # coordinator forever, and a reply consumer fetching from a dead node never stopped.
+    broker = NoidaBroker(tmp_path / "broker")
+    bootstrap = await broker.start()
+    client = MemoryClient(settings(tmp_path, bootstrap))
+    await client.start()
+    try:
+        token = await client.add_memories("u", ["a fact"])
+        with pytest.raises(ClientError, match="is a worker running"):
+            await client.wait_applied(token, timeout=1)  # the connections are up
+        with pytest.raises(ClientError, match="within 1"):
+            await client.search("u", "fact", timeout=1)
+        assert broker.pid is not None
+        os.kill(broker.pid, signal.SIGKILL)
+
+        started = time.monotonic()
+        with pytest.raises(ClientError, match=f"broker at {bootstrap} did not answer"):
+            await client.wait_applied(token, timeout=3)
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        with pytest.raises(ClientError, match="no reply to SearchRequest within 3"):
+            await client.search("u", "fact", timeout=3)
+        assert time.monotonic() - started < 10
+    finally:
+        started = time.monotonic()
+        await client.close()
+        assert time.monotonic() - started < 3 * CLOSE_S
+        await broker.stop()
