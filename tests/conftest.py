@@ -1,6 +1,7 @@
 """Fixtures shared by every test folder: one broker, one FalkorDB (and a Milvus server when
 asked for) per session."""
 
+import concurrent.futures.thread as futures_thread
 import os
 import sys
 import threading
@@ -32,8 +33,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if "exit" not in _status:
         return
+    # (an executor's idle threads end at exit by themselves: its atexit hook wakes them)
     left = [t for t in threading.enumerate()
-            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+            if t is not threading.main_thread() and t.is_alive() and not t.daemon
+            and getattr(t, "_target", None) is not futures_thread._worker]
     if not left:
         return
     frames = sys._current_frames()
