@@ -39,9 +39,12 @@ class KafkaSettings(BaseModel):
     # ... that long for consumers someone waits on (search requests, a client's replies);
     # the stages' and other background consumers pause this long when idle ...
     background_fetch_pause_s: float = Field(default=0.025, ge=0)
-    # ... and every consumer only this long while busy (it got records within the window),
-    # so request/reply round trips and ingest bursts are not paced by the idle pause.
-    busy_fetch_pause_s: float = Field(default=0.0005, ge=0)
+    # ... and at most this long while busy (it got records within the window). The same
+    # 5 ms as idle: a client searching every 0.5 s kept its replies consumer and the
+    # worker's request lane busy, and polling them every 0.5 ms cost the broker and both
+    # processes CPU that ingestion needed (bench/load.py: 152 -> 139 s) for no gain in
+    # search latency (p50 57-66 ms before, 55-63 after).
+    busy_fetch_pause_s: float = Field(default=0.005, ge=0)
     busy_window_s: float = Field(default=1.0, ge=0)
     # ... except background consumers: a stage's next hop waits at most this long, and its
     # consumer does not poll thousands of times a second beside the work it feeds (measured:
