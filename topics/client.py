@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +44,7 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
-from memstream.topics.kafka_compat import pause_consumer, stop_within
+from memstream.topics.kafka_compat import pause_consumer, stop_later, stop_within
 from memstream.topics.limits import LimitExceeded, check_content, check_encoded
 from memstream.topics.models import (
     MemoryItem,
@@ -93,9 +94,8 @@ __all__ = ["ClientError", "LimitExceeded", "MemoryClient", "MemoryServiceError"]
 
 SCHEDULE_TOPICS = {"query": SCHEDULE_QUERY, "answer": SCHEDULE_ANSWER, "add": SCHEDULE_ADD}
 
-# How long leaving the broker may take per connection: a client whose broker has gone
-# must still close (aiokafka otherwise retries a dead node forever).
-CLOSE_S = 10.0
+# How long a history read waits for records it knows are there before it gives up.
+HISTORY_STALL_S = 30.0
 
 
 class MemoryClient:
@@ -146,7 +146,7 @@ class MemoryClient:
             self._keys = None
         producer, self._producer = self._producer, None
         if producer is not None:
-            await stop_within(producer, CLOSE_S, "producer")
+            await stop_within(producer, "producer")
         progress, self._progress = self._progress, None
         if progress is not None:
             await progress.close()  # bounded inside
@@ -256,13 +256,22 @@ class MemoryClient:
         async with self._replies_lock:
             if self._replies is None:
                 listener = ReplyListener(self.settings, self.bootstrap)
-                await listener.start()
+                try:
+                    await listener.start()
+                except KafkaError as exc:
+                    raise ClientError(f"the broker at {self.bootstrap} could not be reached "
+                                      f"({exc}); is it running?") from exc
                 self._replies = listener
             return self._replies
 
     async def request(self, request: RequestBase, timeout: float = 30.0) -> Reply:
         """Send any request and wait for its reply (raises ``MemoryServiceError`` on an error)."""
-        replies = await self._reply_listener()
+        try:
+            async with asyncio.timeout(timeout):
+                replies = await self._reply_listener()
+        except TimeoutError as exc:
+            raise ClientError(f"the broker at {self.bootstrap} did not answer within "
+                              f"{timeout}s; is it running?") from exc
         request = request.model_copy(update={
             "reply_to": replies.topic, "reply_partition": replies.partition,
             "requester": self.client_id,
@@ -425,7 +434,15 @@ class MemoryClient:
         self, spec: TopicSpec, cube_id: str | None, from_beginning: bool, until_end: bool = False
     ) -> AsyncIterator[BaseModel]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException as exc:  # a failed or cancelled start: release it
+            stop_later(consumer, "history consumer")
+            if isinstance(exc, KafkaError):
+                raise ClientError(f"could not read {spec.name(self.settings)}: the broker at "
+                                  f"{self.bootstrap} could not be reached ({exc}); is it "
+                                  "running?") from exc
+            raise
         # a live subscriber waits on what comes next; a history read is background work
         pause_consumer(consumer, self.settings.kafka, self.bootstrap, latency=not until_end)
         try:
@@ -442,8 +459,15 @@ class MemoryClient:
                 await consumer.seek_to_end(*tps)
             ends = await consumer.end_offsets(tps) if until_end else {}
             remaining = {tp for tp in tps if ends.get(tp, 1) > 0}
+            last_records = time.monotonic()
             while remaining:
                 batch = await consumer.getmany(*remaining, timeout_ms=1000)
+                if batch:
+                    last_records = time.monotonic()
+                elif until_end and time.monotonic() - last_records > HISTORY_STALL_S:
+                    raise ClientError(
+                        f"reading {name} up to its end: no records from the broker at "
+                        f"{self.bootstrap} for {HISTORY_STALL_S:.0f}s; is it running?")
                 for tp, msgs in batch.items():
                     for msg in msgs:
                         if until_end and msg.offset >= ends[tp]:
@@ -459,7 +483,7 @@ class MemoryClient:
                     if until_end and await consumer.position(tp) >= ends[tp]:
                         remaining.discard(tp)
         finally:
-            await consumer.stop()
+            await stop_within(consumer, "history consumer")
 
     async def redrive(self, letter: DeadLetter) -> WriteToken:
         """Publish a dead letter's original payload again to its original topic (after the

@@ -170,11 +170,14 @@ def mark_latency_sensitive(consumer: AIOKafkaConsumer) -> None:
     fetcher._memstream_latency = True
 
 
+# How long leaving the broker may take per producer or consumer: a client whose broker has
+# gone must still close.
+STOP_S = 10.0
 # Where a client's stopping producer or consumer is kept while it outlives ``stop_within``.
 _stopping: set[asyncio.Task[None]] = set()
 
 
-async def stop_within(client: Any, seconds: float, what: str) -> None:
+async def stop_within(client: Any, what: str, seconds: float = STOP_S) -> None:
     """Stop an aiokafka producer or consumer, waiting at most ``seconds``.
 
     A consumer whose broker has gone can take minutes to stop (its fetch retries the dead
@@ -188,5 +191,13 @@ async def stop_within(client: Any, seconds: float, what: str) -> None:
         return
     log.warning("the %s did not stop within %.0fs (is the broker gone?); leaving it", what,
                 seconds)
+    _stopping.add(task)
+    task.add_done_callback(_stopping.discard)
+
+
+def stop_later(client: Any, what: str) -> None:
+    """Stop a producer or consumer in the background (one whose start failed or was
+    cancelled: it may hold connections and tasks; nobody waits on it)."""
+    task = asyncio.create_task(stop_within(client, what), name=f"memstream-stop-{what}")
     _stopping.add(task)
     task.add_done_callback(_stopping.discard)

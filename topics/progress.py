@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from memstream.topics.events import WriteToken
-from memstream.topics.kafka_compat import stop_within
+from memstream.topics.kafka_compat import stop_later, stop_within
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS
 from memstream.topics.settings import Settings
 
@@ -24,7 +25,6 @@ T = TypeVar("T")
 # The least time one question to the broker is given, even when the caller's deadline is
 # nearer (``is_applied`` asks once with no time to wait).
 BROKER_ANSWER_S = 2.0
-CLOSE_S = 10.0
 
 
 class NotAppliedYet(TimeoutError):
@@ -48,7 +48,14 @@ class Progress:
                     bootstrap_servers=self.bootstrap, group_id=self.settings.app_id,
                     enable_auto_commit=False,
                 )
-                await consumer.start()
+                try:
+                    await consumer.start()
+                except BaseException as exc:  # a failed or cancelled start: release it
+                    stop_later(consumer, "progress consumer")
+                    if isinstance(exc, KafkaError):
+                        raise NotAppliedYet(f"the broker at {self.bootstrap} could not be "
+                                            f"reached ({exc}); is it running?") from exc
+                    raise
                 self._consumer = consumer
             return self._consumer
 
@@ -56,7 +63,7 @@ class Progress:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             # bounded: leaving the broker must not hang a caller whose broker is gone
-            await stop_within(consumer, CLOSE_S, "progress consumer")
+            await stop_within(consumer, "progress consumer")
 
     async def committed(self, tp: TopicPartition, deadline: float | None = None) -> int:
         """The group's committed offset of ``tp`` (0 when none). Without a ``deadline``

@@ -16,13 +16,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from memstream.topics.events import Reply
-from memstream.topics.kafka_compat import pause_consumer, stop_within
+from memstream.topics.kafka_compat import pause_consumer, stop_later, stop_within
 from memstream.topics.registry import REPLIES
 from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.client")
-
-CLOSE_S = 10.0  # the longest leaving the broker may take
 
 
 class ReplyListener:
@@ -37,7 +35,11 @@ class ReplyListener:
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException:  # a failed or cancelled start: release it
+            stop_later(consumer, "reply consumer")
+            raise
         pause_consumer(consumer, self.settings.kafka, self.bootstrap)  # a caller waits on it
         await consumer.topics()  # metadata for every topic, without creating any
         partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
@@ -82,7 +84,7 @@ class ReplyListener:
             self._task = None
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
-            await stop_within(consumer, CLOSE_S, "reply consumer")
+            await stop_within(consumer, "reply consumer")
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()

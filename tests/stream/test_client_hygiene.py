@@ -16,8 +16,9 @@ from aiokafka.consumer.fetcher import Fetcher
 
 from memstream.topics import kafka_compat
 from memstream.topics.broker import NoidaBroker
-from memstream.topics.client import CLOSE_S, ClientError, MemoryClient
+from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import MemoryUpdate
+from memstream.topics.kafka_compat import STOP_S
 from memstream.topics.settings import Settings
 
 
@@ -95,7 +96,9 @@ async def test_a_client_whose_broker_dies_gets_errors_in_time_and_still_closes(
     broker = NoidaBroker(tmp_path / "broker")
     bootstrap = await broker.start()
     client = MemoryClient(settings(tmp_path, bootstrap))
+    fresh = MemoryClient(settings(tmp_path, bootstrap))  # connected, nothing read yet
     await client.start()
+    await fresh.start()
     try:
         token = await client.add_memories("u", ["a fact"])
         with pytest.raises(ClientError, match="is a worker running"):
@@ -113,8 +116,21 @@ async def test_a_client_whose_broker_dies_gets_errors_in_time_and_still_closes(
         with pytest.raises(ClientError, match="no reply to SearchRequest within 3"):
             await client.search("u", "fact", timeout=3)
         assert time.monotonic() - started < 10
+        # a client whose first read comes after the broker died is told so, in time
+        started = time.monotonic()
+        gone = f"broker at {bootstrap} (could not be reached|did not answer within 3s)"
+        with pytest.raises(ClientError, match=f"broker at {bootstrap} could not be reached"):
+            await fresh.history("memory.updates")
+        with pytest.raises(ClientError, match=gone):
+            await fresh.wait_applied(token, timeout=3)
+        with pytest.raises(ClientError, match=gone):
+            await fresh.search("u", "fact", timeout=3)
+        assert time.monotonic() - started < 10
     finally:
         started = time.monotonic()
         await client.close()
-        assert time.monotonic() - started < 3 * CLOSE_S
+        assert time.monotonic() - started < 3 * STOP_S
+        started = time.monotonic()
+        await fresh.close()
+        assert time.monotonic() - started < STOP_S + 1
         await broker.stop()
