@@ -44,7 +44,7 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
-from memstream.topics.kafka_compat import pause_consumer, stop_later, stop_within
+from memstream.topics.kafka_compat import pause_consumer, start_or_release, stop_within
 from memstream.topics.limits import LimitExceeded, check_content, check_encoded
 from memstream.topics.models import (
     MemoryItem,
@@ -435,14 +435,11 @@ class MemoryClient:
     ) -> AsyncIterator[BaseModel]:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         try:
-            await consumer.start()
-        except BaseException as exc:  # a failed or cancelled start: release it
-            stop_later(consumer, "history consumer")
-            if isinstance(exc, KafkaError):
-                raise ClientError(f"could not read {spec.name(self.settings)}: the broker at "
-                                  f"{self.bootstrap} could not be reached ({exc}); is it "
-                                  "running?") from exc
-            raise
+            await start_or_release(consumer, "history consumer")
+        except KafkaError as exc:
+            raise ClientError(f"could not read {spec.name(self.settings)}: the broker at "
+                              f"{self.bootstrap} could not be reached ({exc}); is it "
+                              "running?") from exc
         # a live subscriber waits on what comes next; a history read is background work
         pause_consumer(consumer, self.settings.kafka, self.bootstrap, latency=not until_end)
         try:

@@ -191,13 +191,20 @@ async def stop_within(client: Any, what: str, seconds: float = STOP_S) -> None:
         return
     log.warning("the %s did not stop within %.0fs (is the broker gone?); leaving it", what,
                 seconds)
+    _keep(task)
+
+
+def _keep(task: asyncio.Task[None]) -> None:
+    """Hold a background stop until it ends (the loop keeps only weak references)."""
     _stopping.add(task)
     task.add_done_callback(_stopping.discard)
 
 
-def stop_later(client: Any, what: str) -> None:
-    """Stop a producer or consumer in the background (one whose start failed or was
-    cancelled: it may hold connections and tasks; nobody waits on it)."""
-    task = asyncio.create_task(stop_within(client, what), name=f"memstream-stop-{what}")
-    _stopping.add(task)
-    task.add_done_callback(_stopping.discard)
+async def start_or_release(client: Any, what: str) -> None:
+    """Start an aiokafka producer or consumer. One whose start fails or is cancelled may
+    hold connections and tasks: it is stopped in the background, and the error raised."""
+    try:
+        await client.start()
+    except BaseException:
+        _keep(asyncio.create_task(stop_within(client, what), name=f"memstream-stop-{what}"))
+        raise

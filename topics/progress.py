@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from memstream.topics.events import WriteToken
-from memstream.topics.kafka_compat import stop_later, stop_within
+from memstream.topics.kafka_compat import start_or_release, stop_within
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS
 from memstream.topics.settings import Settings
 
@@ -49,13 +49,10 @@ class Progress:
                     enable_auto_commit=False,
                 )
                 try:
-                    await consumer.start()
-                except BaseException as exc:  # a failed or cancelled start: release it
-                    stop_later(consumer, "progress consumer")
-                    if isinstance(exc, KafkaError):
-                        raise NotAppliedYet(f"the broker at {self.bootstrap} could not be "
-                                            f"reached ({exc}); is it running?") from exc
-                    raise
+                    await start_or_release(consumer, "progress consumer")
+                except KafkaError as exc:
+                    raise NotAppliedYet(f"the broker at {self.bootstrap} could not be "
+                                        f"reached ({exc}); is it running?") from exc
                 self._consumer = consumer
             return self._consumer
 

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from memstream.topics.events import Reply
-from memstream.topics.kafka_compat import pause_consumer, stop_later, stop_within
+from memstream.topics.kafka_compat import pause_consumer, start_or_release, stop_within
 from memstream.topics.registry import REPLIES
 from memstream.topics.settings import Settings
 
@@ -35,11 +35,7 @@ class ReplyListener:
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        try:
-            await consumer.start()
-        except BaseException:  # a failed or cancelled start: release it
-            stop_later(consumer, "reply consumer")
-            raise
+        await start_or_release(consumer, "reply consumer")
         pause_consumer(consumer, self.settings.kafka, self.bootstrap)  # a caller waits on it
         await consumer.topics()  # metadata for every topic, without creating any
         partitions = sorted(consumer.partitions_for_topic(self.topic) or [])
