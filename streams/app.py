@@ -17,6 +17,7 @@ import faust
 from aiokafka.errors import KafkaError
 from faust.types import EventT
 
+from memstream.streams.group_commits import commit_only_in_a_settled_group
 from memstream.streams.lane import LaneHandler, RequestLane
 from memstream.streams.ops.access import check_records
 from memstream.streams.runtime import (
@@ -151,6 +152,7 @@ def _tolerate_unpositioned_partitions() -> None:
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopics]:
     """A faust app for one worker, with every registry topic bound (never auto-created)."""
     _tolerate_unpositioned_partitions()
+    commit_only_in_a_settled_group()
     k = settings.kafka
     app = WorkerApp(
         settings.app_id,

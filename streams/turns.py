@@ -57,17 +57,25 @@ class Held:
 
 def hold(app: faust.App, events: Sequence[EventT[Any]],
          raw_of: Callable[[EventT[Any]], RawRecord]) -> list[Held]:
-    """``events`` as held records: committed only once ``Held.ack`` is called."""
-    generation = app.consumer_generation_id
+    """``events`` as held records: committed only once ``Held.ack`` is called.
 
-    def current() -> bool:
-        return bool(app.consumer_generation_id == generation)
-
+    A record is current while the group is in the generation it was *fetched* in (faust
+    stamps each message), not the one it is held in: records an agent had buffered when a
+    rebalance began are fetched again from the last commit, and handling (and acking) the
+    buffered copies first would ack offsets after a gap, which faust may commit past."""
     held = []
     for event in events:
         event.message.incref()  # faust's ack after the agent's batch leaves this one
-        held.append(Held(raw_of(event), event.ack, current))
+        fetched_in = event.message.generation_id
+        held.append(Held(raw_of(event), event.ack, _in_generation(
+            app, app.consumer_generation_id if fetched_in is None else fetched_in)))
     return held
+
+
+def _in_generation(app: faust.App, generation: int) -> Callable[[], bool]:
+    def current() -> bool:
+        return bool(app.consumer_generation_id == generation)
+    return current
 
 
 @dataclass

@@ -4,9 +4,11 @@ each partition in log order; the queue holds a bounded number."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import Any
 
 from memstream.streams.runtime import RawRecord
-from memstream.streams.turns import Held, TurnQueue
+from memstream.streams.turns import Held, TurnQueue, hold
 
 
 def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:
@@ -78,3 +80,24 @@ async def test_a_round_takes_one_batch_from_each_partition_of_the_most_urgent_la
     assert queue.take_round(2, partitions=4) == []
     await queue.put(0, [held("t", p, 0) for p in range(3)])
     assert len(queue.take_round(5, partitions=2)) == 2
+
+
+def test_a_record_is_current_only_in_the_generation_it_was_fetched_in() -> None:
+    """A record an agent had buffered when a rebalance began is fetched again from the last
+    commit; the buffered copy, held after the rebalance, must not be handled and acked
+    ahead of the records before it."""
+    app = SimpleNamespace(consumer_generation_id=3)
+
+    def event(offset: int, fetched_in: int | None) -> SimpleNamespace:
+        message = SimpleNamespace(generation_id=fetched_in, incref=lambda: None)
+        return SimpleNamespace(message=message, ack=lambda: None, offset=offset)
+
+    def raw(e: Any) -> RawRecord:
+        return RawRecord("t", 0, e.offset, b"k", b"{}")
+
+    buffered, fetched, unstamped = hold(app, [event(7, 2), event(5, 3), event(6, None)],  # type: ignore[arg-type]
+                                        raw)
+    assert not buffered.current()
+    assert fetched.current() and unstamped.current()
+    app.consumer_generation_id = 4  # the next rebalance: none of them is handled any more
+    assert not fetched.current() and not unstamped.current()
