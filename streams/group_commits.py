@@ -11,7 +11,8 @@ generations 3, 4 and 5 and did not hold the stopped worker's partitions 30 s lat
 
 So (``commit_only_in_a_settled_group``, patched once per process, aiokafka 0.14 only):
 
-- a commit is not sent while the group is rejoining: it fails at once as
+- a commit is not sent while the consumer joins the group (from its JoinGroup request
+  until it has synced): it fails at once as
   ``RebalanceInProgressError``, which faust takes as "already rebalanced" (the records
   are redelivered from the last commit, as for any commit a rebalance overtakes);
 - ``ILLEGAL_GENERATION`` for a commit makes the consumer rejoin as the same member, as
@@ -40,10 +41,10 @@ _commit_sent_in: ContextVar[tuple[int, str] | None] = ContextVar("commit_sent_in
 
 
 def settled(coordinator: GroupCoordinator) -> bool:
-    """Whether ``coordinator``'s consumer is a member of a settled generation: joined,
-    synced, and not asked to rejoin."""
+    """Whether ``coordinator``'s consumer may commit: it is a member of a generation and not
+    in the middle of joining the next one (a commit from the revoke callback, before the
+    join, still goes out: that is where a consumer commits what it finished)."""
     return (coordinator.generation != OffsetCommitRequest.DEFAULT_GENERATION_ID
-            and not coordinator._rejoin_needed_fut.done()
             and not coordinator._performed_join_prepare)
 
 

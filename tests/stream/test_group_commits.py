@@ -88,27 +88,3 @@ async def test_a_member_committing_through_a_rebalance_keeps_its_id_and_takes_ov
     finally:
         await stop_within(leaving, "the leaving member")
         await stop_within(staying, "the staying member")
-
-
-async def test_a_commit_while_the_group_rejoins_is_not_sent(kafka_broker: str) -> None:
-    assert commit_only_in_a_settled_group()
-    topic = await _topic_with_records(kafka_broker)
-    consumer = _member(kafka_broker, topic, f"gc-{uuid.uuid4().hex[:8]}")
-    await consumer.start()
-    try:
-        async with asyncio.timeout(20):
-            while not consumer.assignment():
-                await consumer.getmany(timeout_ms=50)
-        tp = TopicPartition(topic, 0)
-        await consumer.commit({tp: OffsetAndMetadata(1, "")})
-        consumer._coordinator.request_rejoin()
-        with pytest.raises(CommitFailedError, match="rebalanced"):
-            await consumer.commit({tp: OffsetAndMetadata(4, "")})
-        assert await consumer.committed(tp) == 1  # never sent
-        async with asyncio.timeout(20):  # the rejoin happens; commits go through again
-            while not settled(consumer._coordinator):
-                await consumer.getmany(timeout_ms=50)
-        await consumer.commit({tp: OffsetAndMetadata(4, "")})
-        assert await consumer.committed(tp) == 4
-    finally:
-        await stop_within(consumer, "the consumer")
