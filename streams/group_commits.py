@@ -19,6 +19,9 @@ So (``commit_only_in_a_settled_group``, patched once per process, aiokafka 0.14 
   Kafka's own client does; only ``UNKNOWN_MEMBER_ID`` makes it join as a new one;
 - a refusal of a commit sent in a generation the consumer has since left changes
   nothing (it has joined the next one meanwhile).
+
+A consumer given its partitions by hand (``assign``) is no group member: it commits with
+no generation, and its commits go out as aiokafka sends them.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def commit_only_in_a_settled_group() -> bool:
                                  offsets: Any) -> None:
         if not offsets:
             return
+        if not self._subscription.partitions_auto_assigned():
+            return await send_commit(self, assignment, offsets)  # assign(): not a member
         if not settled(self):
             raise kafka_errors.RebalanceInProgressError(
                 f"{self.group_id}: not committed while the group rebalances")

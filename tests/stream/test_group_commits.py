@@ -88,3 +88,21 @@ async def test_a_member_committing_through_a_rebalance_keeps_its_id_and_takes_ov
     finally:
         await stop_within(leaving, "the leaving member")
         await stop_within(staying, "the staying member")
+
+
+async def test_a_consumer_assigned_its_partitions_by_hand_still_commits(kafka_broker: str) -> None:
+    """No group membership, so no generation: its commits are not held back."""
+    assert commit_only_in_a_settled_group()
+    topic = await _topic_with_records(kafka_broker)
+    group = f"gc-{uuid.uuid4().hex[:8]}"
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_broker, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        assert not settled(consumer._coordinator)
+        await consumer.commit({tp: OffsetAndMetadata(3, "")})
+        assert await consumer.committed(tp) == 3
+    finally:
+        await stop_within(consumer, "the consumer")
