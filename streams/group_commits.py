@@ -68,7 +68,8 @@ def commit_only_in_a_settled_group() -> bool:
         if not offsets:
             return
         if not self._subscription.partitions_auto_assigned():
-            return await send_commit(self, assignment, offsets)  # assign(): not a member
+            await send_commit(self, assignment, offsets)  # assign(): not a group member
+            return
         if not settled(self):
             raise kafka_errors.RebalanceInProgressError(
                 f"{self.group_id}: not committed while the group rebalances")
