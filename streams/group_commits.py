@@ -44,9 +44,10 @@ _commit_sent_in: ContextVar[tuple[int, str] | None] = ContextVar("commit_sent_in
 
 
 def settled(coordinator: GroupCoordinator) -> bool:
-    """Whether ``coordinator``'s consumer may commit: it is a member of a generation and not
-    in the middle of joining the next one (a commit from the revoke callback, before the
-    join, still goes out: that is where a consumer commits what it finished)."""
+    """Whether a group member may commit: it is in a generation and not in the middle of
+    joining the next one (a commit from the revoke callback, before the join, still goes
+    out: that is where a consumer commits what it finished). Not asked of a consumer given
+    its partitions by hand: it is in no generation and always commits."""
     return (coordinator.generation != OffsetCommitRequest.DEFAULT_GENERATION_ID
             and not coordinator._performed_join_prepare)
 
