@@ -3,10 +3,12 @@ asked for) per session."""
 
 import asyncio
 import concurrent.futures.thread as futures_thread
+import contextlib
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from types import FrameType
@@ -55,10 +57,44 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     os._exit(_status["exit"])
 
 
-# --- a stuck test shows what it awaits ---------------------------------------------------
-# pytest-timeout's thread method dumps the threads' stacks, but a test stuck in an await
-# shows only the event loop idle in select. A few seconds before that limit the main thread
-# gets SIGUSR1 and prints every asyncio task's stack (also by hand: kill -USR1 <pid>).
+# --- a stuck test says which it is and what it awaits ------------------------------------
+# pytest-timeout's thread method prints the captured output and then every thread's stack,
+# and a CI log that keeps only its tail loses the rest; it never names the test, and a test
+# stuck in an await shows only the event loop idle in select. So a few seconds before that
+# limit this watchdog ends the run itself, printing the busy threads' stacks, then every
+# asyncio task's stack (the main thread prints them on SIGUSR1: also by hand, kill -USR1
+# <pid>), and last the stuck test's id and phase.
+
+_now: dict[str, str] = {}  # the running test's id and phase
+# a thread waiting for work shows one of these at the top of its stack
+_IDLE = ("work_queue.get", "completion_queue.poll", "self._selector.select",
+         "waiter.acquire", "selector.poll")
+
+
+def _await_chain(coro: object) -> list[str]:
+    """Where a task waits, outermost first, down to what it awaits last. Unlike
+    ``Task.print_stack`` this goes into an async generator driven by ``__anext__`` (an async
+    fixture's teardown), whose frames the task's own stack does not reach."""
+    lines: list[str] = []
+    seen: set[int] = set()
+    while coro is not None and id(coro) not in seen and len(lines) < 40:
+        seen.add(id(coro))
+        frame = next((f for a in ("cr_frame", "gi_frame", "ag_frame")
+                      if (f := getattr(coro, a, None)) is not None), None)
+        if frame is None:
+            lines.append(f"  awaiting {coro!r}")
+            break
+        code = frame.f_code
+        lines.append(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}')
+        nxt = next((n for a in ("cr_await", "gi_yieldfrom", "ag_await")
+                    if (n := getattr(coro, a, None)) is not None), None)
+        if nxt is not None and not hasattr(nxt, "cr_frame") and not hasattr(nxt, "gi_frame"):
+            # an async generator's __anext__: follow the generator it drives, if suspended
+            nxt = next((v for v in frame.f_locals.values()
+                        if getattr(v, "ag_await", None) is not None), nxt)
+        coro = nxt
+    return lines
+
 
 def _print_tasks(signum: int, frame: FrameType | None) -> None:
     try:
@@ -69,8 +105,8 @@ def _print_tasks(signum: int, frame: FrameType | None) -> None:
     tasks = asyncio.all_tasks(loop)
     print(f"\n{len(tasks)} asyncio task(s) pending:", file=sys.stderr)
     for task in tasks:
-        print(f"--- {task.get_name()}: {task.get_coro()!r}", file=sys.stderr)
-        task.print_stack(limit=8, file=sys.stderr)
+        print(f"--- {task!r:.400}", file=sys.stderr)
+        print("\n".join(_await_chain(task.get_coro())), file=sys.stderr)
     sys.stderr.flush()
 
 
@@ -78,13 +114,44 @@ if hasattr(signal, "SIGUSR1"):
     signal.signal(signal.SIGUSR1, _print_tasks)
 
 
+def _busy_threads() -> None:
+    names = {t.ident: t.name for t in threading.enumerate()}
+    idle = 0
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        stack = traceback.format_stack(frame)
+        if stack and any(mark in stack[-1] for mark in _IDLE):
+            idle += 1
+            continue
+        print(f"--- thread {names.get(ident, ident)}", file=sys.stderr)
+        print("".join(stack[-12:]), end="", file=sys.stderr)
+    print(f"({idle} more thread(s) idle, waiting for work)", file=sys.stderr)
+
+
+def _stuck(config: pytest.Config, limit: float) -> None:
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with contextlib.suppress(Exception):
+        capman.suspend_global_capture(in_=True)
+    test = f"{_now.get('id', '?')} ({_now.get('phase', '?')})"
+    print(f"\n+++ stuck for {limit:.0f}s: {test}; the busy threads:", file=sys.stderr)
+    _busy_threads()
+    if hasattr(signal, "SIGUSR1"):
+        os.kill(os.getpid(), signal.SIGUSR1)  # the main thread prints its tasks, if it can
+        time.sleep(3)
+    print(f"\n+++ stuck for {limit:.0f}s, ending the run: {test}", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(1)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("timeout")
     limit = float(marker.args[0] if marker and marker.args else item.config.getini("timeout") or 0)
     timer = None
-    if limit > 10 and hasattr(signal, "SIGUSR1"):
-        timer = threading.Timer(limit - 5, os.kill, (os.getpid(), signal.SIGUSR1))
+    _now.update(id=item.nodeid, phase="setup")
+    if limit > 10:
+        timer = threading.Timer(limit - 5, _stuck, (item.config, limit - 5))
         timer.daemon = True
         timer.start()
     try:
@@ -92,3 +159,15 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     finally:
         if timer is not None:
             timer.cancel()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    _now["phase"] = "call"
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    _now["phase"] = "teardown"
+    yield
