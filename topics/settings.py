@@ -165,14 +165,19 @@ class WorkerSettings(BaseModel):
     # a time: the longest an urgent event can wait behind work already started.
     low_priority_batch: int = Field(default=10, ge=1)
     # reorganize.high is taken this many events at a time: a batch is committed once all of
-    # it is handled, and an add event took 1-3 s on a busy machine (a batch of 32 left the
-    # partition 100 s without a commit in bench/load.py).
-    high_priority_batch: int = Field(default=4, ge=1)
+    # it is handled, and partitions take turns a batch each, so a partition with events
+    # waits for the other partitions' batches (and the rests after them). An add event took
+    # 1-3 s on a busy machine: a batch of 32 left a partition 100 s without a commit in
+    # bench/load.py, batches of 4 up to 13 s; one at a time kept every wait under 10 s.
+    high_priority_batch: int = Field(default=1, ge=1)
     # While extraction or the add stage has work, the optimizer rests after each batch this
     # many times as long as the batch took (at most optimizer_max_yield_s): it gets at most
-    # 1/(1 + ratio) of the worker, ingestion the rest, and neither stops. 0: no rest.
+    # 1/(1 + ratio) of the worker, ingestion the rest, and neither stops. 0: no rest. (Its own
+    # CPU is small, ~1 % of the worker's samples under bench/load.py: a batch's time is mostly
+    # waiting for the stores and the embedder that ingestion keeps busy, so long rests only
+    # make its partitions wait; 2 s did not slow ingestion down against 5 s.)
     optimizer_yield_ratio: float = Field(default=1.0, ge=0)
-    optimizer_max_yield_s: float = Field(default=5.0, ge=0)
+    optimizer_max_yield_s: float = Field(default=2.0, ge=0)
     # How long less urgent work waits for urgent events already in reorganize.high to be
     # delivered (their partitions' fetching is paused meanwhile).
     priority_wait_s: float = Field(default=0.5, gt=0)
