@@ -23,6 +23,11 @@ pytest_plugins = [
 ]
 
 
+def _print_stack(thread: str, stack: list[str], last: int) -> None:
+    print(f"--- thread {thread}", file=sys.stderr)
+    print("".join(stack[-last:]), end="", file=sys.stderr)
+
+
 # --- a run that ends, ends ---------------------------------------------------------------
 # A thread a test left running (an in-process worker's consumer thread retrying a broker
 # that is gone) keeps the interpreter from exiting after the summary: CI once waited on
@@ -49,9 +54,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     print(f"\n{len(left)} non-daemon thread(s) still running after the tests; exiting "
           "without waiting for them:", file=sys.stderr)
     for t in left:
-        print(f"--- {t.name}", file=sys.stderr)
         if (frame := frames.get(t.ident or -1)) is not None:
-            print("".join(traceback.format_stack(frame)[-6:]), file=sys.stderr)
+            _print_stack(t.name, traceback.format_stack(frame), 6)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_status["exit"])
@@ -65,7 +69,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # asyncio task's stack (the main thread prints them on SIGUSR1: also by hand, kill -USR1
 # <pid>), and last the stuck test's id and phase.
 
-_now: dict[str, str] = {}  # the running test's id and phase
 # a thread waiting for work shows one of these at the top of its stack
 _IDLE = ("work_queue.get", "completion_queue.poll", "self._selector.select",
          "waiter.acquire", "selector.poll")
@@ -124,8 +127,7 @@ def _busy_threads() -> None:
         if stack and any(mark in stack[-1] for mark in _IDLE):
             idle += 1
             continue
-        print(f"--- thread {names.get(ident, ident)}", file=sys.stderr)
-        print("".join(stack[-12:]), end="", file=sys.stderr)
+        _print_stack(names.get(ident, str(ident)), stack, 12)
     print(f"({idle} more thread(s) idle, waiting for work)", file=sys.stderr)
 
 
@@ -133,7 +135,7 @@ def _stuck(config: pytest.Config, limit: float) -> None:
     capman = config.pluginmanager.getplugin("capturemanager")
     with contextlib.suppress(Exception):
         capman.suspend_global_capture(in_=True)
-    test = f"{_now.get('id', '?')} ({_now.get('phase', '?')})"
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?")  # "<test id> (<phase>)"
     print(f"\n+++ stuck for {limit:.0f}s: {test}; the busy threads:", file=sys.stderr)
     _busy_threads()
     if hasattr(signal, "SIGUSR1"):
@@ -149,7 +151,6 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     marker = item.get_closest_marker("timeout")
     limit = float(marker.args[0] if marker and marker.args else item.config.getini("timeout") or 0)
     timer = None
-    _now.update(id=item.nodeid, phase="setup")
     if limit > 10:
         timer = threading.Timer(limit - 5, _stuck, (item.config, limit - 5))
         timer.daemon = True
@@ -160,14 +161,3 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         if timer is not None:
             timer.cancel()
 
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    _now["phase"] = "call"
-    yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    _now["phase"] = "teardown"
-    yield
