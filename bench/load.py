@@ -15,7 +15,9 @@ runs it:
 
 1. in-process: the same extraction and add-stage writes (capacity evictions included)
    called directly in this process (no Kafka, no optimizer, no searches), chunk by chunk,
-   batched per cube like the worker;
+   batched per cube like the worker, each cube's work in that cube's scope as the worker
+   runs it (the embedding cache is per cube: the two speakers' cubes hold the same
+   episode texts, embedded once for each);
 2. through Kafka: every chunk is published at once (a backlog far larger than a batch),
    and the run waits until the add stage applied the last chunk of every cube. Meanwhile:
    the longest time any input partition of any stage waited with records pending and no
@@ -67,8 +69,11 @@ from retrieval_quality import Conversation, Turn, cube_of, load  # noqa: E402
 from memstream.sinks.graph_factory import create_graph_store  # noqa: E402
 from memstream.sinks.ports import Filter  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.streams.extraction.logic import STAGE as EXTRACTION  # noqa: E402
 from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
+from memstream.streams.memory.logic import STAGE as ADD  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
+from memstream.streams.ops import metering  # noqa: E402
 from memstream.streams.runtime import RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import _admin, _offsets_reader  # noqa: E402
@@ -307,6 +312,7 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
     async def add(records: list[Record[ExtractedMemory]]) -> None:
         # the add stage's writes, its capacity evictions included (a worker carries them
         # out once their announcement is sent); the events it would publish are not sent
+        metering.enter(ADD, records[0].value.cube_id)
         for out in await add_memories(records, deps):
             if out.then is not None:
                 await out.then()
@@ -317,6 +323,10 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
         chunk = ConversationChunk(user_id=c.cube, session_id=c.session,
                                   messages=tuple(c.messages()))
         origin = Origin(topic="load", partition=0, offset=i)
+        # The worker's batch handler runs each cube's work in that cube's scope, which is
+        # also what keys the embedding cache: without it, the two speakers' cubes shared
+        # cached vectors (the same episode text in both), which a worker never does.
+        metering.enter(EXTRACTION, c.cube)
         items = await extract_chunk(chunk, origin, deps)
         raw = RawRecord("load", 0, i, c.cube.encode(), None)
         pending.setdefault(c.cube, []).extend(Record(it, origin, raw) for it in items)
