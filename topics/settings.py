@@ -115,6 +115,10 @@ class EmbedderSettings(BaseModel):
     # 2-core machine two threads embedded 2.5-3 texts/s against 8-12 on one (a thread
     # descheduled at each barrier); ~1.7x faster only on an otherwise idle machine.
     threads: int | None = Field(default=1, ge=1)
+    # The local model embeds passages (ingestion: background work) on a thread this many
+    # nice steps below the process, so searches, the event loop and the embedded broker get
+    # a core first when ingestion keeps both busy (Linux; 0: the process's priority).
+    passage_nice: int = Field(default=10, ge=0, le=19)
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)

@@ -25,7 +25,7 @@ def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) ->
                     f"the local embedder has 384 dimensions, not {settings.dimensions}"
                 )
             return LocalEmbedder(batch_size=settings.batch_size, max_chars=max_chars,
-                                 threads=settings.threads)
+                                 threads=settings.threads, passage_nice=settings.passage_nice)
         case _ as unreachable:
             assert_never(unreachable)
 

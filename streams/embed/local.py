@@ -13,14 +13,22 @@ at twice the CPU, taken from the event loop serving the search. So a single text
 embedded on one thread, and a batch on ``threads`` (the worker's setting is one: under
 ingestion the other core is never free, and a batch split over two busy cores ran 3x
 slower than on one).
+
+Passages are background work: their thread runs at a lower CPU priority (``nice``, by
+``EmbedderSettings.passage_nice``) so that a search's query embedding, the event loop and
+the broker get a core first when ingestion keeps both busy. They use little, so the
+passages lose little; unniced, the passage thread was preempted ~300 times a second
+by them under ``bench/load.py`` and searches queued behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -61,11 +69,17 @@ class LocalEmbedder:
     name = "local"
 
     def __init__(self, batch_size: int = 32, max_chars: int | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, passage_nice: int = 0) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if threads is not None and threads < 1:
             raise ValueError("threads must be at least 1 (or None: every core)")
+        if not 0 <= passage_nice <= 19:
+            raise ValueError("passage_nice must be between 0 and 19")
+        # Passages on a thread of their own, below the process's priority by passage_nice
+        # (started on first use, and again after ``close``: an embedder may be shared).
+        self._passage_nice = passage_nice
+        self._passages: ThreadPoolExecutor | None = None
         self._batch_size = batch_size
         # OpenMP threads for a batch (None: every core). See ``EmbedderSettings.threads``.
         self._threads = threads
@@ -85,7 +99,16 @@ class LocalEmbedder:
         return await self._embed(texts, is_query=True)
 
     async def close(self) -> None:
-        return None
+        pool, self._passages = self._passages, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    def _passage_pool(self) -> ThreadPoolExecutor:
+        if self._passages is None:
+            self._passages = ThreadPoolExecutor(1, "memstream-embed-passages",
+                                                initializer=lower_priority,
+                                                initargs=(self._passage_nice,))
+        return self._passages
 
     async def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
         if isinstance(texts, str):
@@ -99,13 +122,23 @@ class LocalEmbedder:
         for start in range(0, len(order), self._batch_size):
             batch = [texts[i] if cut is None else texts[i][:cut]
                      for i in order[start : start + self._batch_size]]
-            pool = _QUERY_POOL if is_query else None  # None: the loop's default executor
+            pool = _QUERY_POOL if is_query else self._passage_pool()
             parts.append(await loop.run_in_executor(pool, _encode, batch, is_query,
                                                     self._threads))
         vectors = np.vstack(parts)
         restored = np.empty_like(vectors)
         restored[order] = vectors
         return restored
+
+
+def lower_priority(by: int) -> None:
+    """Lower the calling thread's CPU priority by ``by`` nice steps (any thread may; raising
+    it back needs privileges). Linux only: elsewhere the call would nice the whole process."""
+    if by <= 0 or not sys.platform.startswith("linux"):
+        return
+    tid = threading.get_native_id()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
 
 
 @functools.cache

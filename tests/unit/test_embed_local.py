@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
+from memstream.streams.embed import local
 from memstream.streams.embed.factory import create_embedder
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import EmbedderError
@@ -134,3 +138,28 @@ async def test_one_thread_embeds_a_batch_like_every_core() -> None:
     assert np.all(np.sum(one * every, axis=1) > 0.9999)
     with pytest.raises(ValueError, match="threads"):
         LocalEmbedder(threads=0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+async def test_passages_run_below_the_process_priority_and_queries_at_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[bool, int] = {}
+    real = local._encode
+
+    def spy(batch: list[str], is_query: bool, threads: int | None = None) -> np.ndarray:
+        seen[is_query] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return real(batch, is_query, threads)
+
+    monkeypatch.setattr(local, "_encode", spy)
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    embedder = create_embedder(EmbedderSettings(passage_nice=7))
+    await embedder.embed_passages(TEXTS[:2])
+    await embedder.embed_queries(TEXTS[:1])
+    assert seen == {False: min(19, base + 7), True: base}
+    # an embedder shared by workers is closed by each: it embeds again afterwards
+    await embedder.close()
+    again = await embedder.embed_passages(TEXTS[:2])
+    assert again.shape == (2, 384) and seen[False] == min(19, base + 7)
+    await embedder.close()
+    with pytest.raises(ValueError, match="passage_nice"):
+        LocalEmbedder(passage_nice=20)
