@@ -17,9 +17,11 @@ slower than on one).
 Passages are background work: they run on a thread of their own at a lower CPU priority
 (``nice``, by ``EmbedderSettings.passage_nice``), so that a search's query embedding, the
 event loop and the broker get a core first when ingestion keeps both cores busy. Those use
-little CPU, so ingestion loses little: under ``bench/load.py`` (Kafka path, alternated
-runs) search p95 while ingesting was 98-113 ms niced against 129-144 ms not, and ingestion
-took 141-144 s against 135-142 s, within the run-to-run noise.
+little CPU, so ingestion loses little: under ``bench/load.py`` (Kafka path) search p95
+while ingesting was 98-113 ms at nice 10 and 97 ms at 5, against 129-144 ms not niced, and
+ingestion took 132-144 s against 135-142 s, within the run-to-run noise. A neighbour that
+does use CPU at the default priority (a Milvus server on the same cores) wins against a
+deep nice, hence the default of 5 (see the setting).
 """
 
 from __future__ import annotations
