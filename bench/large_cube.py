@@ -7,19 +7,22 @@ written straight through ``MemoryStore`` (the add stage's one consistency unit; 
 vectors, since ``get_all`` reads no vectors). Then, in this order:
 
 1. in-process: every activated node of the cube read page by page (``page_of_types``, as the
-   worker's request lane does, pages of ``limits.page_nodes``), no Kafka;
+   worker's request lane does, pages of ``limits.page_nodes``), no Kafka; and the cube dumped
+   to a file (``dump_cube``: nodes, edges and vectors);
 2. through Kafka: ``memstream worker`` in its own process, and ``MemoryClient.get_all`` from
-   this one, page after page (replies stay under the broker's limit), three times; and
-   the first page alone, ten times.
+   this one, page after page (replies stay under the broker's limit), three times; the
+   first page alone, ten times; and a ``DumpCube`` command (what ``memstream dump`` sends),
+   timed from publishing to the worker's commit past it, twice.
 
-Prints the seconds of each, the pages and the ratio. Issue #15's goal: a cube of 10,000 nodes
-answers in seconds.
+Prints the seconds of each, the pages and the ratios. Issue #15's goal: ``get_all`` and
+``dump`` of a cube of 10,000 nodes answer in seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import statistics
 import sys
@@ -34,11 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import WorkerProcess, bench_settings  # noqa: E402
 from search import make_nodes, settle_graph  # noqa: E402
 
+from memstream.sinks.dump import dump_cube  # noqa: E402
 from memstream.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.runtime import Deps  # noqa: E402
 from memstream.streams.search.paging import page_of_types  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.client import MemoryClient  # noqa: E402
+from memstream.topics.events import DumpCube  # noqa: E402
 from memstream.topics.models import MEMORY_TYPES  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
@@ -78,6 +83,9 @@ async def run(n: int, data: Path) -> None:
         t0 = time.perf_counter()
         got, pages = await in_process_read(deps, page)
         local_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        local_dump = await dump_cube(deps.store, CUBE, data / "local-dump.json")
+        local_dump_s = time.perf_counter() - t0
         await worker.stop()  # Milvus Lite's file is the worker process's from here on
 
         proc = WorkerProcess(settings, data / "worker.log")
@@ -95,6 +103,17 @@ async def run(n: int, data: Path) -> None:
                     t0 = time.perf_counter()
                     first = await client.get_all_page(CUBE, limit=page)
                     firsts.append(time.perf_counter() - t0)
+                dumps = []
+                for n_dump in range(2):
+                    target = data / f"kafka-dump-{n_dump}.json"
+                    t0 = time.perf_counter()
+                    token = await client.command(DumpCube(user_id=CUBE, cube_id=CUBE,
+                                                          path=str(target)))
+                    await client.wait_applied(token, timeout=600)
+                    dumps.append(time.perf_counter() - t0)
+                    if (failure := await client.command_failure(token)) is not None:
+                        raise SystemExit(f"dump failed: {failure}")
+                dumped = json.loads(target.read_bytes())
         finally:
             await proc.stop()
     kafka_s = statistics.median(runs)
@@ -104,8 +123,17 @@ async def run(n: int, data: Path) -> None:
           f"{kafka_s / local_s:.1f}× the in-process read)")
     print(f"first page alone ({len(first.nodes)} nodes, next_offset {first.next_offset}): "
           f"median {statistics.median(firsts) * 1000:.0f} ms, max {max(firsts) * 1000:.0f} ms")
+    dump_s = statistics.median(dumps)
+    print(f"dump in-process: {len(local_dump.nodes)} nodes, {len(local_dump.vectors)} vectors "
+          f"in {local_dump_s:.2f}s")
+    print(f"dump through Kafka: {len(dumped['nodes'])} nodes, {len(dumped['vectors'])} vectors "
+          f"in {', '.join(f'{r:.2f}' for r in dumps)} s ({dump_s / local_dump_s:.1f}× in-process)")
     if len(everything) != n or got != n:
         print(f"MISMATCH: wrote {n}, read {got} in-process and {len(everything)} through Kafka")
+        raise SystemExit(1)
+    if len(dumped["nodes"]) != n or len(dumped["vectors"]) != n:
+        print(f"MISMATCH: wrote {n}, the worker dumped {len(dumped['nodes'])} nodes and "
+              f"{len(dumped['vectors'])} vectors")
         raise SystemExit(1)
 
 

@@ -235,11 +235,16 @@ class StallWatch:
     longest: float = 0.0
     where: str = ""
     total_lag: int = 0
+    lag_by_topic: dict[str, int] = field(default_factory=dict)
 
     def observe(self, now: float, offsets: dict[tuple[str, int], tuple[int, int]]) -> None:
         self.total_lag = 0
+        self.lag_by_topic = {}
         for tp, (committed, end) in offsets.items():
             self.total_lag += max(end - committed, 0)
+            if end > committed:
+                topic = tp[0].split(".", 1)[-1]  # without the run's topic prefix
+                self.lag_by_topic[topic] = self.lag_by_topic.get(topic, 0) + end - committed
             if end <= committed:
                 self.since.pop(tp, None)
                 continue
@@ -370,8 +375,11 @@ async def watch_loop(settings: Settings, bootstrap: str, pid: int, run: KafkaRun
             run.rss.append((now - t0, rss_mb(pid)))
             if report_s is not None and now - last_report >= report_s:
                 last_report = now
+                where = ", ".join(f"{topic} {n}" for topic, n in sorted(
+                    run.watch.lag_by_topic.items(), key=lambda kv: -kv[1]))
                 print(f"  t={now - t0:6.0f}s  lag {run.watch.total_lag:6d}  "
-                      f"worker RSS {run.rss[-1][1]:6.0f} MB", flush=True)
+                      f"worker RSS {run.rss[-1][1]:6.0f} MB"
+                      f"{f'  ({where})' if where else ''}", flush=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), every_s)
 
