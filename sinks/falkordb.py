@@ -74,16 +74,26 @@ class FalkorDBGraphStore(CypherGraphStore):
             if "empty key" not in str(exc) and "no such key" not in str(exc).lower():
                 raise StoreError(f"FalkorDB: {exc}") from exc
 
+    async def _send(self, query: str, params: Mapping[str, object], read_only: bool) -> Any:
+        if read_only:
+            return await self._graph.ro_query(query, dict(params))
+        return await self._graph.query(query, dict(params))
+
     async def _run(self, query: str, params: Mapping[str, object], read_only: bool) -> list[Row]:
         _check_nul(params)
         try:
-            if read_only:
-                result = await self._graph.ro_query(query, dict(params))
-            else:
-                result = await self._graph.query(query, dict(params))
+            try:
+                result = await self._send(query, params, read_only)
+            except RedisConnectionError:
+                # The pool's idle connections may all be to a server that has died since
+                # (``memstream up`` restarts it on the same address): each would fail once.
+                # Drop them and send again on a new one; a server still down fails again.
+                # Every statement is an upsert or a MERGE, so sending one twice is harmless.
+                pool = getattr(self._db.connection, "connection_pool", None)
+                if pool is not None:
+                    await pool.disconnect(inuse_connections=False)
+                result = await self._send(query, params, read_only)
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            # The client reconnects on the next query: a restarted server on the same
-            # address is picked up without restarting the worker.
             raise StoreUnavailable(f"FalkorDB at {self.uri} unreachable: {exc}") from exc
         except RedisError as exc:
             if read_only and "empty key" in str(exc):

@@ -18,7 +18,7 @@ import redis.asyncio
 
 from memstream.sinks.falkordb import FalkorDBGraphStore
 from memstream.sinks.local import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
-from memstream.sinks.ports import StoreError
+from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -113,6 +113,39 @@ async def test_every_acknowledged_write_survives_a_sigkill(tmp_path: Path) -> No
         kept = await acknowledged_kept(client, acked)
         await client.aclose()
     assert kept == acked, f"{acked - kept} of {acked} acknowledged writes lost"
+
+
+async def test_the_first_queries_after_a_sigkill_and_restart_on_the_same_port_succeed(
+        tmp_path: Path) -> None:
+    """`memstream up` restarts a killed FalkorDB on its address; a store that had open
+    connections to the dead server answers its very next queries (a search's first read used
+    to fail once per stale pooled connection, as an error reply to the user)."""
+    first = FalkorDBServer(tmp_path / "db")
+    uri = await first.start()
+    store = FalkorDBGraphStore(uri, "memstream")
+    try:
+        await store.ensure_schema()
+        await store.upsert_nodes("c", [item("c", "n1")])
+        # several connections in the pool, as a worker's concurrent stages leave it
+        await asyncio.gather(*(store.get_node("c", "n1") for _ in range(4)))
+        assert first.pid is not None and first.port is not None
+        os.kill(first.pid, 9)
+        while running(first.pid):
+            await asyncio.sleep(0.02)
+        with pytest.raises(StoreUnavailable, match="unreachable"):  # down: said so, at once
+            await store.get_node("c", "n1")
+        second = FalkorDBServer(tmp_path / "db", port=first.port)
+        assert await second.start() == uri
+        try:
+            got = await asyncio.gather(*(store.get_node("c", "n1") for _ in range(4)))
+            assert got == [item("c", "n1")] * 4
+            await store.upsert_nodes("c", [item("c", "n2")])
+            assert await store.get_node("c", "n2") == item("c", "n2")
+        finally:
+            await second.stop()
+    finally:
+        await store.close()
+        await first.stop()
 
 
 async def test_a_taken_port_is_named_with_a_free_alternative(tmp_path: Path) -> None:
