@@ -86,7 +86,18 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped by a parent that never does (in a
+    container whose first process is no init, a killed service stays a zombie): it holds no
+    port and answers nothing, so it is not running. Linux's /proc; elsewhere False."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
