@@ -74,7 +74,7 @@ from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
 from memstream.streams.memory.logic import STAGE as ADD  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
 from memstream.streams.ops import metering  # noqa: E402
-from memstream.streams.runtime import RawRecord, Record  # noqa: E402
+from memstream.streams.runtime import Deps, Outgoing, RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import _admin, _offsets_reader  # noqa: E402
 from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402
@@ -306,6 +306,32 @@ async def stored_memories(settings: Settings, graph_uri: str, cubes: Sequence[st
         await graph.close()
 
 
+async def extract_in_process(deps: Deps, c: Chunk, offset: int
+                             ) -> list[Record[ExtractedMemory]]:
+    """The extraction stage's items of one chunk, called directly."""
+    chunk = ConversationChunk(user_id=c.cube, session_id=c.session, messages=tuple(c.messages()))
+    origin = Origin(topic="load", partition=0, offset=offset)
+    # The worker's batch handler runs each cube's work in that cube's scope, which is also
+    # what keys the embedding cache: without it, the two speakers' cubes shared cached
+    # vectors (the same episode text in both), which a worker never does.
+    metering.enter(EXTRACTION, c.cube)
+    items = await extract_chunk(chunk, origin, deps)
+    raw = RawRecord("load", 0, offset, c.cube.encode(), None)
+    return [Record(it, origin, raw) for it in items]
+
+
+async def add_in_process(deps: Deps, records: list[Record[ExtractedMemory]]) -> list[Outgoing]:
+    """The add stage's writes of one cube's records, its capacity evictions included (a
+    worker carries them out once their announcement is sent); returns the events it would
+    publish, which are not sent."""
+    metering.enter(ADD, records[0].value.cube_id)
+    outs = await add_memories(records, deps)
+    for out in outs:
+        if out.then is not None:
+            await out.then()
+    return outs
+
+
 async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
                      chunks: Sequence[Chunk]) -> float:
     """Seconds for the extraction and add-stage writes of ``chunks``, called directly."""
@@ -314,33 +340,16 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
     await deps.embedder.embed_passages(["warm up"])  # the model loads on first use
     batch = settings.worker.batch_size
 
-    async def add(records: list[Record[ExtractedMemory]]) -> None:
-        # the add stage's writes, its capacity evictions included (a worker carries them
-        # out once their announcement is sent); the events it would publish are not sent
-        metering.enter(ADD, records[0].value.cube_id)
-        for out in await add_memories(records, deps):
-            if out.then is not None:
-                await out.then()
-
     t0 = time.perf_counter()
     pending: dict[str, list[Record[ExtractedMemory]]] = {}
     for i, c in enumerate(chunks):
-        chunk = ConversationChunk(user_id=c.cube, session_id=c.session,
-                                  messages=tuple(c.messages()))
-        origin = Origin(topic="load", partition=0, offset=i)
-        # The worker's batch handler runs each cube's work in that cube's scope, which is
-        # also what keys the embedding cache: without it, the two speakers' cubes shared
-        # cached vectors (the same episode text in both), which a worker never does.
-        metering.enter(EXTRACTION, c.cube)
-        items = await extract_chunk(chunk, origin, deps)
-        raw = RawRecord("load", 0, i, c.cube.encode(), None)
-        pending.setdefault(c.cube, []).extend(Record(it, origin, raw) for it in items)
+        pending.setdefault(c.cube, []).extend(await extract_in_process(deps, c, i))
         if sum(len(v) for v in pending.values()) >= batch:
             for records in pending.values():
-                await add(records)
+                await add_in_process(deps, records)
             pending.clear()
     for records in pending.values():
-        await add(records)
+        await add_in_process(deps, records)
     elapsed = time.perf_counter() - t0
     await worker.stop()
     return elapsed

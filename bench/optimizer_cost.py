@@ -37,20 +37,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from load import bench_settings, chunks_of, interleave  # noqa: E402
+from load import (  # noqa: E402
+    add_in_process,
+    bench_settings,
+    chunks_of,
+    extract_in_process,
+    interleave,
+)
 from retrieval_quality import load  # noqa: E402
 
 from memstream.stack import EmbeddedStack  # noqa: E402
-from memstream.streams.extraction.logic import STAGE as EXTRACTION  # noqa: E402
-from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
-from memstream.streams.memory.logic import STAGE as ADD  # noqa: E402
-from memstream.streams.memory.logic import add_memories  # noqa: E402
 from memstream.streams.ops import metering  # noqa: E402
 from memstream.streams.reorganize import asof, optimize  # noqa: E402
 from memstream.streams.reorganize import logic as reorganize  # noqa: E402
-from memstream.streams.runtime import RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.events import ConversationChunk, Origin, ReorganizeEvent  # noqa: E402
+from memstream.topics.events import ReorganizeEvent  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
 
@@ -91,18 +92,9 @@ async def run(path: Path, conversation: int, max_turns: int) -> None:
             events: list[ReorganizeEvent] = []
             t0 = time.perf_counter()
             for i, c in enumerate(chunks):
-                chunk = ConversationChunk(user_id=c.cube, session_id=c.session,
-                                          messages=tuple(c.messages()))
-                origin = Origin(topic="load", partition=0, offset=i)
-                metering.enter(EXTRACTION, c.cube)
-                items = await extract_chunk(chunk, origin, deps)
-                raw = RawRecord("load", 0, i, c.cube.encode(), None)
-                metering.enter(ADD, c.cube)
-                for out in await add_memories([Record(it, origin, raw) for it in items], deps):
-                    if out.then is not None:
-                        await out.then()
-                    if isinstance(out.event, ReorganizeEvent):
-                        events.append(out.event)
+                if records := await extract_in_process(deps, c, i):
+                    events += [out.event for out in await add_in_process(deps, records)
+                               if isinstance(out.event, ReorganizeEvent)]
             ingest_s = time.perf_counter() - t0
             turns = sum(len(c.turns) for c in chunks)
             print(f"ingestion: {len(chunks)} chunks ({turns} turn deliveries) in {ingest_s:.1f}s,"
