@@ -241,13 +241,12 @@ class StallWatch:
         self.total_lag = 0
         self.lag_by_topic = {}
         for tp, (committed, end) in offsets.items():
-            self.total_lag += max(end - committed, 0)
-            if end > committed:
-                topic = tp[0].split(".", 1)[-1]  # without the run's topic prefix
-                self.lag_by_topic[topic] = self.lag_by_topic.get(topic, 0) + end - committed
             if end <= committed:
                 self.since.pop(tp, None)
                 continue
+            self.total_lag += end - committed
+            topic = tp[0].split(".", 1)[-1]  # without the run's topic prefix
+            self.lag_by_topic[topic] = self.lag_by_topic.get(topic, 0) + end - committed
             seen = self.since.get(tp)
             if seen is None or seen[0] != committed:  # new pending records, or progress
                 self.since[tp] = (committed, now)

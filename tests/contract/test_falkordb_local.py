@@ -20,6 +20,7 @@ from memstream.sinks.falkordb import FalkorDBGraphStore
 from memstream.sinks.local import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
+from tests.support.processes import runs as running
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -29,14 +30,6 @@ def item(cube: str, node_id: str, text: str = "kept across restarts") -> MemoryI
         user_id="u", cube_id=cube, memory_type="LongTermMemory", created_at=T0, updated_at=T0
     )
     return MemoryItem(id=node_id, memory=text, metadata=meta)
-
-
-def running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_server_starts_answers_and_stops(tmp_path: Path) -> None:

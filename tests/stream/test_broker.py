@@ -33,24 +33,9 @@ from memstream.topics.broker import (
     stop_detached,
 )
 from memstream.topics.settings import KafkaSettings, Settings
+from tests.support.processes import runs
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _pid_runs(pid: int) -> bool:
-    """Whether ``pid`` runs. A process that has exited but waits to be reaped (a zombie: here
-    its parent is often a first process that reaps late) does not; on Linux /proc tells."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    if not sys.platform.startswith("linux"):
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False  # gone meanwhile
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -117,14 +102,14 @@ async def test_broker_starts_serves_and_stops_cleanly(kind: str, tmp_path: Path)
     bootstrap = await broker.start()
     try:
         pid = broker.pid
-        assert pid is not None and _pid_runs(pid)
+        assert pid is not None and runs(pid)
         assert bootstrap == broker.bootstrap and bootstrap.startswith("127.0.0.1:")
         await _produce(bootstrap, "lifecycle", [b"a", b"b"])
         assert await _read_all(bootstrap, "lifecycle", 2) == [b"a", b"b"]
         assert broker.log_path.exists()
     finally:
         await broker.stop()
-    assert not _pid_runs(pid)
+    assert not runs(pid)
     assert not await kafka_ready(bootstrap, timeout_s=1.0)
     assert not port_in_use(int(bootstrap.rsplit(":", 1)[1]))
 
@@ -237,7 +222,7 @@ async def test_detached_broker_outlives_its_launcher_and_is_found_and_stopped(
     finally:
         stopped = await stop_detached(data_dir)
     assert stopped
-    assert not _pid_runs(pid)
+    assert not runs(pid)
     assert not (data_dir / PIDFILE).exists() and not (data_dir / BOOTSTRAP_FILE).exists()
     assert await running_broker(data_dir) is None
     assert await stop_detached(data_dir) is False
@@ -281,7 +266,7 @@ async def test_silent_broker_times_out_and_is_killed_despite_ignoring_sigterm(
     assert "did not answer Kafka metadata requests" in str(err.value)
     assert "pretending to be a broker" in str(err.value)
     assert broker.pid is None and not broker.running
-    assert not _pid_runs(int((tmp_path / "stubborn.pid").read_text()))
+    assert not runs(int((tmp_path / "stubborn.pid").read_text()))
 
 
 _ORPHANING_PARENT = textwrap.dedent(
@@ -303,15 +288,15 @@ async def test_attached_broker_dies_with_a_killed_parent(tmp_path: Path) -> None
     )
     assert parent.stdout is not None
     pid = int(parent.stdout.readline())
-    assert _pid_runs(pid)
+    assert runs(pid)
     parent.kill()
     parent.wait()
     parent.stdout.close()
     for _ in range(200):
-        if not _pid_runs(pid):
+        if not runs(pid):
             break
         await asyncio.sleep(0.05)
-    assert not _pid_runs(pid), "an attached broker outlived the process that started it"
+    assert not runs(pid), "an attached broker outlived the process that started it"
 
 
 async def test_stale_pidfile_of_a_recycled_pid_is_ignored_not_killed(tmp_path: Path) -> None:

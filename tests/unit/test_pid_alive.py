@@ -7,6 +7,7 @@ import sys
 import time
 
 from memstream.topics.broker_process import pid_alive
+from tests.support.processes import zombie as is_zombie
 
 
 def test_a_running_process_is_alive_and_our_exited_child_is_not() -> None:
@@ -32,13 +33,10 @@ def test_a_zombie_whose_parent_never_reaps_it_is_not_alive() -> None:
         assert parent.stdout is not None
         zombie = int(parent.stdout.readline())
         deadline = time.monotonic() + 10
-        while sys.platform.startswith("linux"):
-            with open(f"/proc/{zombie}/stat", encoding="ascii") as fh:
-                if fh.read().rpartition(")")[2].split()[0] == "Z":
-                    break
+        while sys.platform.startswith("linux") and not is_zombie(zombie):
             assert time.monotonic() < deadline, "the child never exited"
             time.sleep(0.01)
-        else:
+        if not sys.platform.startswith("linux"):
             time.sleep(0.5)
         # told from /proc on Linux; elsewhere a zombie cannot be told from a live process
         assert pid_alive(zombie) is not sys.platform.startswith("linux")
