@@ -29,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memstream.streams.core.subjects import different_subjects  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.prompts.conflict import (  # noqa: E402
@@ -38,6 +37,7 @@ from memstream.streams.prompts.conflict import (  # noqa: E402
     MemoryStatement,
     Relation,
 )
+from memstream.streams.text.subjects import different_subjects  # noqa: E402
 from memstream.topics.settings import MemorySettings  # noqa: E402
 
 LABELS: tuple[Relation, ...] = ("contradictory", "redundant", "independent")

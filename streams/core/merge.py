@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
-from memstream.streams.core.subjects import different_subjects
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
     RELATION_JUDGE,
@@ -26,7 +25,8 @@ from memstream.streams.prompts.conflict import (
     Relation,
 )
 from memstream.streams.prompts.fusion import FUSION, FusionContext
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
+from memstream.streams.text.subjects import different_subjects
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 

@@ -26,7 +26,7 @@ from memstream.streams.prompts.search import (
     ReasonerContext,
     fallback_ids_from_text,
 )
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ScoredMemory, SearchRequest
 from memstream.topics.models import MemoryItem, MemoryType
 

@@ -27,8 +27,8 @@ from memstream.streams.core.merge import (
     resolve,
 )
 from memstream.streams.core.working_memory import working_copy
-from memstream.streams.prompts.textutil import short_title
-from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, Record
+from memstream.streams.text.words import short_title
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
@@ -53,26 +53,13 @@ def build_node(item: ExtractedMemory) -> MemoryItem:
     return MemoryItem(
         id=node_id_for(item),
         memory=item.memory,
-        metadata=MemoryMetadata(
-            user_id=item.user_id,
-            cube_id=item.cube_id,
-            session_id=item.session_id,
-            memory_type=item.memory_type,
-            status="activated",
-            type=item.type,
-            key=item.key or short_title(item.memory),
-            tags=item.tags,
-            entities=item.entities,
-            hierarchy_level=item.hierarchy_level,
-            background=item.background,
-            source=item.source,
-            sources=item.sources,
-            confidence=item.confidence,
-            visibility=item.visibility,
-            created_at=stamp,
-            updated_at=stamp,
-            memory_time=item.memory_time,
-        ),
+        metadata=MemoryMetadata(**{
+            **item.description(),
+            "key": item.key or short_title(item.memory),
+            "user_id": item.user_id, "cube_id": item.cube_id,
+            "memory_type": item.memory_type, "status": "activated",
+            "created_at": stamp, "updated_at": stamp,
+        }),
     )
 
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from memstream.streams.app import BoundTopics
-from memstream.streams.runtime import Deps, RawRecord, StageStats
+from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
 from memstream.topics.registry import REQUESTS
 

@@ -18,7 +18,7 @@ import pytest_asyncio
 from memstream.streams.core.merge import Merge, merge_note
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.memory.logic import add_memories, build_node, node_id_for
-from memstream.streams.runtime import Outgoing, RawRecord, Record
+from memstream.streams.runtime.stage import Outgoing, RawRecord, Record
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, Origin, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem

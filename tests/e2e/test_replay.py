@@ -21,6 +21,7 @@ from aiokafka import TopicPartition
 from memstream.sinks.dump import export_cube
 from memstream.streams.replay import logic as replay_logic
 from memstream.streams.replay.logic import progress_of
+from memstream.streams.worker import replay_stages
 from memstream.topics.events import (
     ConversationChunk,
     DeleteNodes,
@@ -276,7 +277,7 @@ async def test_an_interrupted_replay_resumes_where_it_stopped(
     monkeypatch.setattr(replay_logic, "_apply", crash_after_three)
     cmd = ReplayCube(user_id="noor")
     with pytest.raises(ConnectionError):
-        await replay_logic.replay_cube(cmd, p.deps)
+        await replay_logic.replay_cube(cmd, p.deps, replay_stages())
     checkpoint = replay_logic.Checkpoint.load(p.deps, "noor", cmd.event_id)
     assert checkpoint is not None and checkpoint.applied == sum(applied) > 0
     assert (await export_cube(p.deps.store, "noor")).nodes  # part of the cube is back
@@ -289,7 +290,7 @@ async def test_an_interrupted_replay_resumes_where_it_stopped(
         resumed.append(len(step))
 
     monkeypatch.setattr(replay_logic, "_apply", counting)
-    await replay_logic.replay_cube(cmd, p.deps)  # the same command, delivered again
+    await replay_logic.replay_cube(cmd, p.deps, replay_stages())  # delivered again
     total = sum(applied) + sum(resumed)
     assert resumed and sum(resumed) < total  # only what was left
     after = view(await export_cube(p.deps.store, "noor"))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memstream.streams.core.subjects import compare, different_subjects, subject_of
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement, render
+from memstream.streams.text.subjects import compare, different_subjects, subject_of
 
 NEAR_MISS = Path(__file__).resolve().parents[1] / "data" / "near_miss_pairs.jsonl"
 PAIRS = [json.loads(line) for line in NEAR_MISS.read_text(encoding="utf-8").splitlines() if line]

@@ -6,8 +6,14 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from memstream.sinks.ports import StoreError, StoreUnavailable
-from memstream.streams.runtime import Outgoing, PermanentError, StageStats, is_outage, with_retries
-from memstream.topics.members import owner_of, worker_client_id
+from memstream.streams.runtime.members import owner_of, worker_client_id
+from memstream.streams.runtime.stage import (
+    Outgoing,
+    PermanentError,
+    StageStats,
+    is_outage,
+    with_retries,
+)
 
 
 def _wrapped(cause: BaseException) -> StoreError:

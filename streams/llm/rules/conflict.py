@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from memstream.streams.core import lexicon as lx
-from memstream.streams.core.subjects import compare, subject_of, with_entities
 from memstream.streams.llm.rules.conflict_analysis import Statement, analyse
 from memstream.streams.prompts.conflict import (
     JudgeContext,
     JudgeResponse,
 )
+from memstream.streams.text import lexicon as lx
+from memstream.streams.text.subjects import compare, subject_of, with_entities
 
 Relation = Literal["contradictory", "redundant", "independent"]
 Rule = Callable[[Statement, Statement], str | None]

@@ -24,7 +24,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotRead
 from pydantic import BaseModel, ValidationError
 
 from memstream.sinks.ports import StoreUnavailable
-from memstream.streams.ops import metering
+from memstream.streams import metering
 from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
 from memstream.topics.ids import derived_event_id
 from memstream.topics.limits import check_content, check_raw
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from memstream.sinks.query import MemoryQuery
     from memstream.streams.embed.port import Embedder
     from memstream.streams.llm.port import LLM
-    from memstream.streams.replay.views import ViewMap
+    from memstream.streams.runtime.views import ViewMap
 
 log = logging.getLogger("memstream.streams")
 
