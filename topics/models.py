@@ -7,7 +7,7 @@ embedding lives in the vector store, never on the node.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
@@ -37,18 +37,7 @@ EdgeType = Literal[
     "INFERRED_FROM",
     "EXTRACTED_FROM",
 ]
-EDGE_TYPES: tuple[EdgeType, ...] = (
-    "PARENT",
-    "RELATE_TO",
-    "MERGED_TO",
-    "CAUSE",
-    "CONDITION",
-    "CONFLICT",
-    "FOLLOWS",
-    "AGGREGATE_TO",
-    "INFERRED_FROM",
-    "EXTRACTED_FROM",
-)
+EDGE_TYPES: tuple[EdgeType, ...] = get_args(EdgeType)
 # Lineage edges record where a node came from; they stay put when nodes merge.
 # EXTRACTED_FROM: an extracted memory -> the episode (chat chunk) it was extracted from.
 LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset(

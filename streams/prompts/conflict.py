@@ -155,8 +155,6 @@ def render(ctx: JudgeContext) -> list[ChatMessage]:
     ]
 
 
-
-
 RELATION_JUDGE: Task[JudgeContext, JudgeResponse] = Task(
     name="relation_judge",
     render=render,

@@ -193,12 +193,6 @@ def render(ctx: RelationContext) -> list[ChatMessage]:
     ]
 
 
-
-
-
-
-
-
 RELATION_DETECTOR: Task[RelationContext, RelationResponse] = Task(
     name="reorganize.relation_detector",
     render=render,

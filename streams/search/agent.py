@@ -1,6 +1,6 @@
 """Search agent: ``requests`` → replies on each request's ``reply_to``.
 
-Requests come through a request lane (``streams/lane.py``): each is answered as
+Requests come through a request lane (``streams/runtime/lane.py``): each is answered as
 soon as it arrives, concurrently with others; usage is recorded in the background
 once the reply is sent, never delaying it.
 """

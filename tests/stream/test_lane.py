@@ -1,4 +1,4 @@
-"""The request lane (``streams/lane.py``) against the real broker: every record handled,
+"""The request lane (``streams/runtime/lane.py``) against the real broker: every record handled,
 at once and concurrently, offsets committed only past finished records, resumed after a
 restart, and one failing record never stops the others."""
 
