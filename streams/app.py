@@ -20,7 +20,6 @@ from faust.types import EventT
 from memstream.streams.ops.access import check_records
 from memstream.streams.runtime.group_commits import commit_only_in_a_settled_group
 from memstream.streams.runtime.lane import LaneHandler, RequestLane
-from memstream.streams.runtime.members import worker_client_id
 from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
@@ -33,6 +32,7 @@ from memstream.streams.runtime.stage import (
     make_batch_handler,
 )
 from memstream.streams.runtime.turns import Held, TurnQueue, hold
+from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec
 from memstream.topics.settings import Settings

@@ -37,7 +37,6 @@ from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
 from memstream.streams.replay.stages import ReplayStages
-from memstream.streams.runtime.members import remove_stale_members
 from memstream.streams.runtime.reaper import reap_dead_members
 from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
@@ -46,6 +45,7 @@ from memstream.streams.search.agent import register as register_search
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
 from memstream.topics.progress import Progress
 from memstream.topics.registry import WORKER_INPUTS, consumer_group

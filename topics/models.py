@@ -192,3 +192,5 @@ class CubeGraph(Frozen):
     nodes: tuple[MemoryItem, ...] = ()
     edges: tuple[Edge, ...] = ()
     vectors: dict[str, list[float]] = Field(default_factory=dict)
+    # who owned the cube when it was dumped: a restore writes the cube as that user
+    owner: str | None = None

@@ -182,23 +182,31 @@ def sweep(user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     console.print(f"swept cube '{cube}'")
 
 
-async def _cubes_with_memories(client: MemoryClient) -> list[str]:
+async def _cubes_with_memories(client: MemoryClient) -> dict[str, str]:
+    """Each cube holding memories, with its owner: the user of its first readable update (its
+    first writer, whom the worker made the owner; a cube loaded with ``load --cube`` belongs
+    to the loading user, not to a user named like the cube)."""
     by_cube: dict[str, list[Any]] = {}
+    owners: dict[str, str] = {}
     for u in await read_updates(client, None):
         by_cube.setdefault(u.cube_id, []).append(u)
-    return sorted(c for c, updates in by_cube.items() if fold(updates))
+        owners.setdefault(u.cube_id, u.user_id)
+    return {c: owners[c] for c, updates in sorted(by_cube.items()) if fold(updates)}
 
 
 def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) -> None:
     """``memstream backup DIRECTORY`` without --user: every cube holding memories, keeping
-    the last ``keep_last`` backups of each (the worker writes the files)."""
+    the last ``keep_last`` backups of each (the worker writes the files), each asked for as
+    the cube's owner."""
     target = str(directory.resolve())
 
     async def run() -> list[str]:
         async with MemoryClient(settings_for(data_dir)) as client:
-            cubes = await _cubes_with_memories(client)
-            tokens = [await client.command(BackupCube(user_id=c, cube_id=c, directory=target,
-                                                      keep_last=keep_last, drop=False))
+            owners = await _cubes_with_memories(client)
+            cubes = list(owners)
+            tokens = [await client.command(BackupCube(user_id=owners[c], cube_id=c,
+                                                      directory=target, keep_last=keep_last,
+                                                      drop=False))
                       for c in cubes]
             with console.status(f"waiting for the worker to back up {len(cubes)} cubes …"):
                 for token in tokens:
@@ -213,11 +221,12 @@ def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) ->
                   f"{', '.join(cubes) or '-'}")
 
 
-def latest_backups(directory: Path) -> dict[str, Path]:
-    """The newest backup file of each cube in ``directory`` (cube id read from the file)."""
+def latest_backups(directory: Path) -> dict[str, tuple[Path, str]]:
+    """The newest backup file of each cube in ``directory`` and the owner it recorded (the
+    cube id for backups written before owners were recorded)."""
     from memstream.sinks.dump import list_backups
 
-    cubes: dict[str, Path] = {}
+    cubes: dict[str, tuple[Path, str]] = {}
     for path in sorted(directory.glob("*.json")):
         try:
             with path.open(encoding="utf-8") as fh:
@@ -226,8 +235,18 @@ def latest_backups(directory: Path) -> dict[str, Path]:
             continue
         if isinstance(cube, str) and cube not in cubes:
             newest = list_backups(directory, cube)
-            cubes[cube] = newest[-1] if newest else path
+            chosen = newest[-1] if newest else path
+            cubes[cube] = (chosen, _owner_in(chosen) or cube)
     return cubes
+
+
+def _owner_in(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            owner = json.load(fh).get("owner")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) and owner else None
 
 
 @click.command()
@@ -243,9 +262,9 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
 
     async def run() -> None:
         async with MemoryClient(settings_for(data_dir)) as client:
-            tokens = [(c, await client.command(LoadCube(user_id=c, cube_id=c,
+            tokens = [(c, await client.command(LoadCube(user_id=owner, cube_id=c,
                                                         path=str(p.resolve()))))
-                      for c, p in sorted(chosen.items())]
+                      for c, (p, owner) in sorted(chosen.items())]
             with console.status(f"waiting for the worker to load {len(tokens)} cubes …"):
                 for _, token in tokens:
                     await client.wait_applied(token, timeout=600)
@@ -254,7 +273,7 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
                     raise RuntimeError(f"restore of cube {cube!r} failed: {failure}")
 
     run_async(run())
-    for cube, path in sorted(chosen.items()):
+    for cube, (path, _) in sorted(chosen.items()):
         console.print(f"restored cube '{cube}' from {path.name}")
 
 

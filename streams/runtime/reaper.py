@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from memstream.streams.runtime.members import remove_stale_members
+from memstream.topics.members import remove_stale_members
 
 log = logging.getLogger("memstream.worker")
 

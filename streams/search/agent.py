@@ -13,6 +13,7 @@ import logging
 from memstream.streams.app import BoundTopics
 from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
+from memstream.streams.search.replying import send_replies
 from memstream.topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")
@@ -24,7 +25,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
 
     async def handle(raw: RawRecord) -> None:
         a = await answer(raw, deps, wait)
-        await bound.send(a.outgoing)  # the reply first; usage after
+        if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
+            return
         if a.request is not None and a.used:
             task = asyncio.create_task(record_usage(deps, a.request, a.used))
             background.add(task)

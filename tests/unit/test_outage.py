@@ -6,7 +6,6 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from memstream.sinks.ports import StoreError, StoreUnavailable
-from memstream.streams.runtime.members import owner_of, worker_client_id
 from memstream.streams.runtime.stage import (
     Outgoing,
     PermanentError,
@@ -14,6 +13,7 @@ from memstream.streams.runtime.stage import (
     is_outage,
     with_retries,
 )
+from memstream.topics.members import owner_of, worker_client_id
 
 
 def _wrapped(cause: BaseException) -> StoreError:
