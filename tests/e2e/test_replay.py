@@ -47,7 +47,7 @@ TRIP = [
      ["meeting", "client", "berlin"]),
 ]
 # What the fed cube holds besides nodes: provenance, a merge and the optimizer's links.
-EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE"}
+EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE", "CONFLICT"}
 RELATIONS = {"RELATE_TO", "CAUSE", "CONDITION", "CONFLICT"}
 
 
@@ -81,11 +81,14 @@ async def feed(p: Pipeline, cube: str, name: str) -> None:
                                         "Runs five kilometres every Sunday."])
     await c.wait_applied(chats, timeout=120)
     await c.wait_applied(token, timeout=120)
-    # Related facts (CAUSE, RELATE_TO, FOLLOWS) and a move that archives a node (MERGED_TO).
+    # Related facts (CAUSE, RELATE_TO, FOLLOWS), a move (without a model a CONFLICT edge,
+    # SPEC §9) and a rewording that archives a node (MERGED_TO).
     await c.add_memories(cube, [{"memory": text, "tags": tags} for text, tags in TRIP],
                          session_id="trip")
     await c.add_memories(cube, [f"{name}'s friend Alice lives in Berlin."])
-    token = await c.add_memories(cube, [f"{name}'s friend Alice moved to Lisbon."])
+    await c.add_memories(cube, [f"{name}'s friend Alice moved to Lisbon."])
+    await c.add_memories(cube, [f"{name} loves hiking in the mountains."])
+    token = await c.add_memories(cube, [f"{name} really enjoys mountain hiking."])
     await c.wait_applied(token, timeout=120)
     await settle(p, cube)
     nodes = await p.deps.store.graph.all_of_type(cube, "LongTermMemory")
