@@ -342,7 +342,9 @@ add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, rest
 # isort: off
 from memstream import cli_nodes  # noqa: E402,F401 - get, list, update, delete, dead-letters, …
 from memstream import cli_ui  # noqa: E402,F401 - memstream ui
+from memstream.agents.mcp_cli import mcp as mcp_command  # noqa: E402 - memstream mcp
 # isort: on
+main.add_command(mcp_command)
 for _command in COMMANDS:  # replay, promote, drop-views (memstream/cli_replay.py)
     main.add_command(_command)
 
