@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memstream import __version__

@@ -173,7 +173,7 @@ class MemoryTools:
         try:
             nodes = await self.client.working_memory(self.me.user_id, self.me.cube_id)
         except MemoryServiceError as exc:
-            if "has no memories" in exc.message:
+            if exc.type == "UnknownCube":
                 return []
             raise
         return [memory_view(n) for n in nodes]
