@@ -6,7 +6,10 @@ conformance covers checkpointers only), and a LangGraph graph that remembers acr
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -24,7 +27,10 @@ from langgraph.store.base import (
 )
 
 from memstream.agents.langgraph_store import MemstreamStore, open_store
+from tests.support.cli import pipeline_env
 from tests.support.pipeline import Pipeline
+
+DOCS = Path(__file__).parents[2] / "docs" / "agents.md"
 
 
 @pytest_asyncio.fixture
@@ -245,3 +251,20 @@ async def test_a_sync_graph_with_open_store(pipeline: Pipeline) -> None:
 
     out = await asyncio.to_thread(run)  # the test's loop keeps running the worker meanwhile
     assert out["recalled"] == ["my cat is called Miso."]
+
+
+async def test_the_examples_of_docs_agents_run_as_written(pipeline: Pipeline,
+                                                         tmp_path: Path) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    assert len(blocks) == 2
+    env = pipeline_env(pipeline)
+    outputs = []
+    for code in blocks:
+        (tmp_path / "example.py").write_text(code, encoding="utf-8")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "example.py", cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        outputs.append(out.decode())
+    assert outputs == ["['Alice is vegetarian.']\n", "{'text': 'Alice lives in Lyon.'}\n"]
