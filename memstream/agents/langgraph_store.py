@@ -249,7 +249,9 @@ class MemstreamStore(BaseStore):
             tokens += await self._write(namespace, group)
         await asyncio.gather(*(self.client.wait_applied(t, timeout=self.timeout)
                                for t in tokens))
-        await self._check(tokens)
+        if tokens:
+            for namespace, group in by_namespace.items():
+                await self._verify(namespace, group, tokens)
 
     async def _write(self, namespace: tuple[str, ...], ops: Sequence[PutOp]) -> list[WriteToken]:
         cube = self.cube_of(namespace)
@@ -289,17 +291,34 @@ class MemstreamStore(BaseStore):
                 self._catalogued.add(namespace)
         return tokens
 
-    async def _check(self, tokens: Sequence[WriteToken]) -> None:
-        """Fail loudly when memstream dead-lettered one of these writes."""
-        if not tokens:
-            return
+    async def _verify(self, namespace: tuple[str, ...], ops: Sequence[PutOp],
+                      tokens: Sequence[WriteToken]) -> None:
+        """Read the written items back (one request): a write memstream refused fails
+        loudly, with the reason from its dead letter."""
+        cube = self.cube_of(namespace)
+        stored = {n.id: n for n in await self._nodes(
+            cube, [self.node_id(namespace, op.key) for op in ops])}
+        for op in ops:
+            node = stored.get(self.node_id(namespace, op.key))
+            if op.value is None:
+                ok = node is None
+            else:
+                ok = node is not None and node.metadata.background == encode(
+                    namespace, op.key, op.value)
+            if not ok:
+                raise StoreWriteFailed(f"memstream did not apply the "
+                                       f"{'delete' if op.value is None else 'put'} of "
+                                       f"{op.key!r} in {namespace}: "
+                                       f"{await self._refusal(tokens)}")
+
+    async def _refusal(self, tokens: Sequence[WriteToken]) -> str:
         where = {(t.topic, t.partition, t.offset) for t in tokens}
         for letter in await self.client.history(DEAD_LETTER):
             if isinstance(letter, DeadLetter) and (
                     letter.original_topic, letter.original_partition,
                     letter.original_offset) in where:
-                raise StoreWriteFailed(f"memstream refused a store write: {letter.error}")
-
+                return letter.error
+        return "no dead letter names it (see `memstream dead-letters`)"
 
 def _meets(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     path = tuple(condition.path)

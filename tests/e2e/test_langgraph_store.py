@@ -26,7 +26,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from memstream.agents.langgraph_store import MemstreamStore, open_store
+from memstream.agents.langgraph_store import MemstreamStore, StoreWriteFailed, open_store
+from memstream.topics.events import FreezeNodes
 from tests.support.cli import pipeline_env
 from tests.support.pipeline import Pipeline
 
@@ -73,6 +74,21 @@ async def test_put_get_update_delete(store: MemstreamStore, pipeline: Pipeline) 
     await store.aput(ns, "food", {"text": "Alice eats anything."})
     back = await store.aget(ns, "food")
     assert back is not None and back.value == {"text": "Alice eats anything."}
+
+
+async def test_a_write_memstream_refuses_fails_loudly(store: MemstreamStore,
+                                                       pipeline: Pipeline) -> None:
+    ns = ("held",)
+    await store.aput(ns, "contract", {"text": "The contract ends in May 2027."})
+    await pipeline.client.wait_applied(await pipeline.client.command(FreezeNodes(
+        user_id="app", cube_id=store.cube_of(ns), node_ids=(store.node_id(ns, "contract"),),
+        reason="legal hold")), timeout=60)
+    with pytest.raises(StoreWriteFailed, match="put of 'contract'.*frozen"):
+        await store.aput(ns, "contract", {"text": "The contract ends in June 2027."})
+    with pytest.raises(StoreWriteFailed, match="delete of 'contract'.*frozen"):
+        await store.adelete(ns, "contract")
+    item = await store.aget(ns, "contract")
+    assert item is not None and item.value == {"text": "The contract ends in May 2027."}
 
 
 async def test_search_filters_semantic_query_prefix_and_paging(store: MemstreamStore,

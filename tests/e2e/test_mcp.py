@@ -110,6 +110,11 @@ async def test_mcp_over_http_add_search_get_history_and_the_rest(pipeline: Pipel
                                top_k=3)
             assert found["results"][0]["id"] == added["id"], found
             assert all("Bob" not in r["memory"] for r in found["results"])
+            # a model that writes another user or cube into its arguments changes nothing
+            spoofed = await client.call_tool("search_memories", {
+                "query": "who is allergic to peanuts?", "user_id": "bob", "cube_id": "bob"})
+            assert spoofed.is_error or all(
+                "Bob" not in r["memory"] for r in spoofed.structured_content["results"])
             scores = [r["score"] for r in found["results"]]
             assert scores == sorted(scores, reverse=True)
             strict = await call(client, "search_memories", query="what is the user allergic to?",
