@@ -168,7 +168,7 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
     async def dispatch(raws: Sequence[RawRecord]) -> list[Outgoing]:
         # the three schedule topics carry the same model: one spec decodes them all
         good, dead = decode_batch(STAGE, SCHEDULE_QUERY, raws, deps.clock,
-                                  deps.settings.limits)
+                                  deps.settings.limits, deps.verifier)
         stats.dead_lettered += len(dead)
         results = await asyncio.gather(*(run_group(g) for g in by_user_cube(good).values()))
         return dead + [o for result in results for o in result]

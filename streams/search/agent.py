@@ -11,8 +11,10 @@ import asyncio
 import logging
 
 from memstream.streams.app import BoundTopics
+from memstream.streams.ops.tracing import request_span
 from memstream.streams.runtime import Deps, RawRecord, StageStats
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
+from memstream.topics import tracing
 from memstream.topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")
@@ -23,8 +25,10 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
     background: set[asyncio.Task[None]] = set()
 
     async def handle(raw: RawRecord) -> None:
-        a = await answer(raw, deps, wait)
-        await bound.send(a.outgoing)  # the reply first; usage after
+        with request_span(raw):  # the reply carries this span's context
+            a = await answer(raw, deps, wait)
+            with tracing.span("memstream.search.reply"):
+                await bound.send(a.outgoing)  # the reply first; usage after
         if a.request is not None and a.used:
             task = asyncio.create_task(record_usage(deps, a.request, a.used))
             background.add(task)
