@@ -212,7 +212,7 @@ class Verifier:
                 f"{ttl + skew:.0f}s after the event was written ({_iso(at)})")
         if not keys.owns(cube_id):
             owners = [name for name, other in self.settings.applications.items()
-                      if name != app and other.owns(cube_id)]
+                      if name != app and "*" not in other.cubes and other.owns(cube_id)]
             whose = f"; it belongs to application {owners[0]!r}" if len(owners) == 1 else ""
             raise SignatureRefused(
                 f"application {app!r} may not sign for cube {cube_id!r} (its cubes: "

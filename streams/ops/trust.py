@@ -6,7 +6,6 @@ dead-lettered (a request gets an error reply) with the reason, and nothing of it
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -16,9 +15,6 @@ from memstream.topics.signing import SignatureRefused, Verifier
 
 if TYPE_CHECKING:
     from memstream.streams.runtime import RawRecord
-
-log = logging.getLogger("memstream.trust")
-
 
 def written_at(raw: RawRecord) -> datetime | None:
     """When the record entered the log (its Kafka timestamp), if known."""
@@ -34,9 +30,4 @@ def verify_record(verifier: Verifier | None, raw: RawRecord, event: BaseModel) -
     user_id, cube_id = getattr(event, "user_id", None), getattr(event, "cube_id", None)
     if not isinstance(user_id, str) or not isinstance(cube_id, str):
         raise SignatureRefused(f"{type(event).__name__} names no user and cube to verify")
-    try:
-        verifier.verify(raw.headers, raw.value or b"", user_id, cube_id, written_at(raw))
-    except SignatureRefused as exc:
-        log.warning("refused %s %s[%d]@%d (user %r, cube %r): %s", type(event).__name__,
-                    raw.topic, raw.partition, raw.offset, user_id, cube_id, exc)
-        raise
+    verifier.verify(raw.headers, raw.value or b"", user_id, cube_id, written_at(raw))

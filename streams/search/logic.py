@@ -235,6 +235,7 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         if isinstance(result, SearchResult) and deps.ops is not None:
             deps.ops.search(result.mode_used, time.perf_counter() - started)
     except SignatureRefused as exc:  # an error reply, and a dead letter for the operator
+        log.warning("refused request %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
                        _letter(raw, exc, deps)])
     except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
