@@ -25,8 +25,11 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
     background: set[asyncio.Task[None]] = set()
 
     async def handle(raw: RawRecord) -> None:
-        with request_span(raw):  # the reply carries this span's context
+        with request_span(raw) as span:  # the reply carries this span's context
             a = await answer(raw, deps, wait)
+            if a.request is not None:
+                span.set_attribute("memstream.cube_id", a.request.cube_id)
+                span.set_attribute("memstream.op", str(getattr(a.request, "op", "?")))
             with tracing.span("memstream.search.reply"):
                 await bound.send(a.outgoing)  # the reply first; usage after
         if a.request is not None and a.used:
