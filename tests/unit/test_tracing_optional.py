@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 from memstream.topics import tracing
-from memstream.topics.headers import headers_for
 from memstream.topics.events import ExtractedMemory
+from memstream.topics.headers import headers_for
 
 WITHOUT_OTEL = textwrap.dedent("""
     import importlib.abc, logging, sys
