@@ -10,16 +10,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from memstream.topics import tracing
 
-if TYPE_CHECKING:
-    from memstream.streams.runtime import Outgoing, RawRecord, Record
+# (records, raw records and outputs of ``streams.runtime``, which imports this module)
+Out = TypeVar("Out")
 
 
 @contextlib.contextmanager
-def stage_span(stage: str, records: Sequence[Record[Any]]) -> Iterator[Any]:
+def stage_span(stage: str, records: Sequence[Any]) -> Iterator[Any]:
     """The span of one cube's batch in ``stage`` (``memstream.<stage>``)."""
     if not tracing.enabled():
         yield tracing.OFF
@@ -37,16 +37,18 @@ def stage_span(stage: str, records: Sequence[Record[Any]]) -> Iterator[Any]:
         yield span
 
 
-def request_span(raw: RawRecord) -> contextlib.AbstractContextManager[Any]:
+def request_span(raw: Any) -> contextlib.AbstractContextManager[Any]:
     """The span of one request served by a request lane."""
     return tracing.consumed("memstream.search.request", [raw.headers], {
         "messaging.system": "kafka", "messaging.destination.name": raw.topic,
         "messaging.kafka.partition": raw.partition, "messaging.kafka.offset": raw.offset})
 
 
-def stamp(outgoing: list[Outgoing]) -> list[Outgoing]:
+def stamp(outgoing: list[Out]) -> list[Out]:
     """Outputs carrying the current span's context (those carrying one already keep it)."""
     trace = tracing.inject()
     if not trace:
         return outgoing
-    return [o if o.headers else dataclasses.replace(o, headers=tuple(trace)) for o in outgoing]
+    return [o if getattr(o, "headers", None) else
+            dataclasses.replace(o, headers=tuple(trace))  # type: ignore[type-var]
+            for o in outgoing]

@@ -6,15 +6,26 @@ dead-lettered (a request gets an error reply) with the reason, and nothing of it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from memstream.topics.signing import SignatureRefused, Verifier
 
-if TYPE_CHECKING:
-    from memstream.streams.runtime import RawRecord
+
+class RawRecord(Protocol):
+    """What is checked of a consumed record (``streams.runtime.RawRecord``)."""
+
+    @property
+    def value(self) -> bytes | None: ...
+
+    @property
+    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+
+    @property
+    def timestamp_ms(self) -> int | None: ...
 
 def written_at(raw: RawRecord) -> datetime | None:
     """When the record entered the log (its Kafka timestamp), if known."""
