@@ -24,6 +24,7 @@ from memstream.streams.app import BatchHandler, BoundTopics, register_batch_agen
 from memstream.streams.core.working_memory import SINK_STAGE, apply_replacements
 from memstream.streams.ops import metering
 from memstream.streams.ops.access import check_write
+from memstream.streams.ops.tracing import stage_span, stamp
 from memstream.streams.runtime import (
     Deps,
     Outgoing,
@@ -133,6 +134,10 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
     query_vectors = QueryVectors(deps.embedder)
 
     async def run_one(record: Record[ScheduleMessage]) -> list[Outgoing]:
+        with stage_span(STAGE, [record]):  # what it sends carries its trace context
+            return stamp(await run_traced(record))
+
+    async def run_traced(record: Record[ScheduleMessage]) -> list[Outgoing]:
         msg = record.value
         key = state_key(msg.user_id, msg.cube_id)
         done: list[Step] = []
