@@ -45,7 +45,7 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
-from memstream.topics.headers import headers_for
+from memstream.topics.headers import headers_for, headers_for_payload
 from memstream.topics.kafka_compat import pause_consumer, start_or_release, stop_within
 from memstream.topics.limits import LimitExceeded, check_content, check_encoded
 from memstream.topics.models import (
@@ -515,7 +515,7 @@ class MemoryClient:
         check_encoded(data, self.settings.limits, "dead letter payload")
         key = letter.original_key.encode("utf-8") if letter.original_key is not None else None
         # signed again by this client's application: re-driving vouches for the event anew
-        headers = headers_for(letter, data, self._signer)
+        headers = headers_for_payload(data, self._signer, letter)
         meta = await self._producer.send_and_wait(letter.original_topic, data, key=key,
                                                   headers=headers)
         return WriteToken(topic=meta.topic, partition=meta.partition, offset=meta.offset)

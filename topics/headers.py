@@ -7,6 +7,7 @@ and, when this process signs, the signature of its user and cube (``topics.signi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -24,3 +25,23 @@ def headers_for(event: BaseModel, value: bytes, signer: Signer | None,
     if signer is not None and isinstance(user_id, str) and isinstance(cube_id, str):
         headers.append(signer.sign(user_id, cube_id, value))
     return headers
+
+
+def headers_for_payload(value: bytes, signer: Signer | None,
+                        fallback: BaseModel) -> list[tuple[str, bytes]]:
+    """Headers for raw bytes re-published as they are (a dead letter re-driven): signed for
+    the user and cube the payload itself names, else ``fallback``'s."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("user_id"), str) \
+            and isinstance(data.get("cube_id"), str):
+        return headers_for(_Named(user_id=data["user_id"], cube_id=data["cube_id"]), value,
+                           signer)
+    return headers_for(fallback, value, signer)
+
+
+class _Named(BaseModel):
+    user_id: str
+    cube_id: str
