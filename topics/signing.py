@@ -120,7 +120,7 @@ def _message(app: str, key_id: str, expires: int, user_id: str, cube_id: str,
 
 
 def _mac(secret: SecretStr, message: bytes) -> bytes:
-    return hmac.new(secret.get_secret_value().encode(), message, hashlib.sha256).digest()
+    return hmac.digest(secret.get_secret_value().encode(), message, "sha256")
 
 
 class Signer:
