@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest_asyncio
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from memstream.topics import tracing
+from memstream.topics.events import WriteToken
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
 
@@ -63,6 +65,19 @@ async def wait_for_span(exporter: InMemorySpanExporter, root: ReadableSpan, name
     raise AssertionError(f"no {name} span in the trace: {sorted(names(of_trace(exporter, root)))}")
 
 
+async def record_headers(pipeline: Pipeline, token: WriteToken) -> list[tuple[str, bytes]]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=pipeline.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(token.topic, token.partition)
+        consumer.assign([tp])
+        consumer.seek(tp, token.offset)
+        record = await consumer.getone(tp)
+        return list(record.headers)
+    finally:
+        await consumer.stop()
+
+
 async def test_an_ingestion_and_a_search_each_make_one_connected_trace(
     traced: tuple[Pipeline, InMemorySpanExporter],
 ) -> None:
@@ -76,6 +91,14 @@ async def test_an_ingestion_and_a_search_each_make_one_connected_trace(
     add = one(exporter.get_finished_spans(), "memstream.client.add_messages")
     assert add.parent is None  # the trace starts at the client call
     spans = await wait_for_span(exporter, add, "memstream.reorganize")
+
+    # the context travels in the record itself, as a W3C traceparent header
+    headers = dict(await record_headers(pipeline, token))
+    version, trace_id, parent_id, _flags = headers["traceparent"].decode().split("-")
+    publish_span = one(children(exporter.get_finished_spans(), add),
+                       "memstream.client.publish conversations")
+    assert (version, int(trace_id, 16), int(parent_id, 16)) == (
+        "00", add.context.trace_id, publish_span.context.span_id)
 
     # client call -> publish -> extraction -> add stage -> optimizer, each a child of the last
     publish = one(children(spans, add), "memstream.client.publish conversations")
