@@ -42,6 +42,7 @@ from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
+from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
@@ -52,6 +53,7 @@ from memstream.topics.registry import WORKER_INPUTS, consumer_group
 from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
+from memstream.topics.signing import check_worker_signing
 
 log = logging.getLogger("memstream.worker")
 
@@ -119,6 +121,8 @@ class Worker:
 
     async def _start(self) -> None:
         s = self.settings
+        check_worker_signing(s.security)  # a worker refusing unsigned events signs its own
+        tracing.configure(s.tracing, "memstream-worker")
         if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
             configure_fetch_pause(s.kafka)
         if (key_dir := s.erasure_key_dir) is not None:
@@ -149,6 +153,7 @@ class Worker:
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 
     async def stop(self) -> None:
+        tracing.flush()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.app is not None:

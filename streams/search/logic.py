@@ -25,6 +25,7 @@ from memstream.streams.core.retrieval import search
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.runtime.trust import verify_record
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
     ErrorInfo,
@@ -46,6 +47,7 @@ from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subg
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from memstream.topics.shred import unseal
+from memstream.topics.signing import SignatureRefused
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"
@@ -235,6 +237,7 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
+        verify_record(deps.verifier, raw, req)  # who asks, before what they may read
         await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
         if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
             req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
@@ -243,6 +246,10 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         result, used = await _dispatch(req, deps, wait)
         if isinstance(result, SearchResult) and deps.ops is not None:
             deps.ops.search(result.mode_used, time.perf_counter() - started)
+    except SignatureRefused as exc:  # an error reply, and a dead letter for the operator
+        log.warning("refused request %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
+        return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
+                       _letter(raw, exc, deps)])
     except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
