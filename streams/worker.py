@@ -29,6 +29,7 @@ from memstream.streams.llm.port import LLM
 from memstream.streams.memory.agent import register as register_memory
 from memstream.streams.ops.budget import MeteredLLM
 from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.provenance.indexer import ProvenanceIndexer
 from memstream.streams.reaper import reap_dead_members
 from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.replay.commands import run_replay_command
@@ -39,6 +40,7 @@ from memstream.streams.search.agent import register as register_search
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.log_index import index_group
 from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
 from memstream.topics.progress import Progress
@@ -79,6 +81,7 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
+    indexer: ProvenanceIndexer | None = field(default=None, init=False)
     _keys: Path | None = field(default=None, init=False)
     metrics: WorkerMetrics | None = field(default=None, init=False)
     metrics_url: str | None = field(default=None, init=False)  # its /metrics endpoint
@@ -120,7 +123,8 @@ class Worker:
             self._keys = key_dir
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
-        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
+        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS}
+                                   | {index_group(s)})
         deps = await self.open_deps()
         deps.views = ViewMap(s, self.bootstrap)
         await deps.views.start()  # every promoted cube known before the first request
@@ -128,13 +132,15 @@ class Worker:
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
-        groups = {consumer_group(s, t) for t in WORKER_INPUTS}
+        groups = {consumer_group(s, t) for t in WORKER_INPUTS} | {index_group(s)}
 
         async def reap() -> None:  # the broker may never drop a killed worker (streams.reaper)
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
 
         self.app.task(reap)
         await self.app.start()
+        self.indexer = ProvenanceIndexer(s, self.bootstrap, deps.store.graph)
+        await self.indexer.start()  # where each cube's records sit in the log (provenance)
         if self.metrics is not None:
             self.metrics.bind(self.stats)
             self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
@@ -143,6 +149,9 @@ class Worker:
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 
     async def stop(self) -> None:
+        indexer, self.indexer = self.indexer, None
+        if indexer is not None:
+            await indexer.stop()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.app is not None:

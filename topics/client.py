@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
-from memstream.topics import provenance
+from memstream.topics import provenance_read
 from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -537,17 +537,17 @@ class MemoryClient:
     async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
         """Every change of a memory, oldest first, each with the event that caused it.
         (``history`` reads a topic; this reads one memory's story.)"""
-        return await provenance.memory_history(self, node_id, cube_id)
+        return await provenance_read.memory_history(self, node_id, cube_id)
 
     async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
         ``memory.updates``."""
-        return await provenance.cube_as_of(self, cube_id, at)
+        return await provenance_read.cube_as_of(self, cube_id, at)
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the
         merges and inferences that led to it."""
-        return await provenance.explain(self, node_id, cube_id)
+        return await provenance_read.explain(self, node_id, cube_id)
 
     # ------------------------------------------------------------------ read-your-writes
 

@@ -25,11 +25,13 @@ from memstream.streams.ops import metering
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.search.log_refs import log_refs_result, nodes_by_ids_or_prefixes
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
     ErrorInfo,
     GetAllRequest,
     GetRequest,
+    LogRefsRequest,
     NodesResult,
     Reply,
     ReplyResult,
@@ -138,7 +140,8 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             await _ensure_cube(deps, req.cube_id)
             return SubgraphResult(subgraph=await _subgraph(req, deps)), []
         case GetRequest():
-            return NodesResult(nodes=tuple(await deps.query.get_nodes(req.cube_id, req.ids))), []
+            by_id = await nodes_by_ids_or_prefixes(deps, req.cube_id, req.ids)  # or prefixes
+            return NodesResult(nodes=tuple(by_id)), []
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
@@ -152,6 +155,8 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
         case WorkingMemoryRequest():
             items = await deps.query.all_of_type(req.cube_id, "WorkingMemory")
             return NodesResult(nodes=tuple(items)), []
+        case LogRefsRequest():
+            return await log_refs_result(req, deps), []
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
@@ -235,8 +240,10 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
-        await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
-        if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
+        if not isinstance(req, LogRefsRequest):  # positions and ids only: no text to guard
+            await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
+        if deps.views is not None and not isinstance(req, LogRefsRequest) and \
+                (view := deps.views.resolve(req.cube_id)) != req.cube_id:
             req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
         req = degrade(req, deps)
         started = time.perf_counter()
