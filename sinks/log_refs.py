@@ -41,7 +41,7 @@ OF_EVENTS = f"MATCH (x:LogRef) WHERE x.event_id IN $event_ids AND x.cube_id = $c
             f"RETURN {_FIELDS}"
 OF_TOPIC = f"MATCH (x:LogRef {{cube_id: $cube_id}}) WHERE x.topic = $topic RETURN {_FIELDS}"
 OF_TOPIC_NODE_LESS = f"MATCH (x:LogRef {{cube_id: $cube_id}}) WHERE x.topic = $topic " \
-                     f"AND x.node_id = '' RETURN {_FIELDS}"
+                     f"AND coalesce(x.node_id, '') = '' RETURN {_FIELDS}"
 
 NEO4J_SCHEMA = (
     ("log_ref_key", "CREATE CONSTRAINT log_ref_key IF NOT EXISTS "
