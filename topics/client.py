@@ -117,6 +117,7 @@ class MemoryClient:
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
         self._keys: Path | None = None  # the key directory this client activated
         self._probe: WorkerProbe | None = None  # asks whether a worker is there
+        self.provenance_readers: provenance_read.Readers | None = None  # history, explain
 
     @property
     def bootstrap(self) -> str:
@@ -163,6 +164,9 @@ class MemoryClient:
         probe, self._probe = self._probe, None
         if probe is not None:
             await probe.close()
+        readers, self.provenance_readers = self.provenance_readers, None
+        if readers is not None:
+            await readers.close()
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()

@@ -68,16 +68,57 @@ class AmbiguousId(ValueError):
 # ------------------------------------------------------------------------ the index
 
 
+class Readers:
+    """The two consumers provenance calls share for a client's lifetime: one that reads the
+    indexer group's committed offsets and the log's ends, one that fetches records. Starting
+    one costs a metadata round trip (and a coordinator lookup), more than a call's reads."""
+
+    def __init__(self, client: MemoryClient) -> None:
+        self.client = client
+        self.lock = asyncio.Lock()  # one call's reads at a time (assign/seek are per consumer)
+        self.index: AIOKafkaConsumer | None = None
+        self.fetcher: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        if self.index is None:
+            index = AIOKafkaConsumer(bootstrap_servers=self.client.bootstrap,
+                                     group_id=index_group(self.client.settings),
+                                     enable_auto_commit=False)
+            await start_or_release(index, "provenance index reader")
+            self.index = index
+        if self.fetcher is None:
+            fetcher = AIOKafkaConsumer(bootstrap_servers=self.client.bootstrap,
+                                       enable_auto_commit=False,
+                                       max_partition_fetch_bytes=_FETCH_BYTES)
+            await start_or_release(fetcher, "provenance reader")
+            mark_latency_sensitive(fetcher)  # a caller waits for the answer
+            self.fetcher = fetcher
+
+    async def close(self) -> None:
+        for consumer in (self.index, self.fetcher):
+            if consumer is not None:
+                await stop_within(consumer, "provenance reader")
+        self.index = self.fetcher = None
+
+
+async def _readers(client: MemoryClient) -> Readers:
+    if client.provenance_readers is None:
+        client.provenance_readers = Readers(client)
+    await client.provenance_readers.start()
+    return client.provenance_readers
+
+
 async def _wait_indexed(client: MemoryClient, cube_id: str | None,
                         specs: Sequence[TopicSpec]) -> None:
     """Return once the indexer has committed past the current end of the cube's partition
     of each topic (every partition of ``memory.updates`` when the cube is not known)."""
     s = client.settings
-    consumer = AIOKafkaConsumer(bootstrap_servers=client.bootstrap, group_id=index_group(s),
-                                enable_auto_commit=False)
-    await start_or_release(consumer, "provenance index reader")
-    try:
-        await consumer.topics()
+    readers = await _readers(client)
+    consumer = readers.index
+    assert consumer is not None  # noqa: S101 - started above
+    async with readers.lock:
+        if any(not consumer.partitions_for_topic(spec.name(s)) for spec in specs):
+            await consumer.topics()
         tps = []
         for spec in specs:
             name = spec.name(s)
@@ -86,25 +127,22 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
                 parts = [partition_of(cube_id, len(parts))]
             tps += [TopicPartition(name, p) for p in parts]
         ends = await consumer.end_offsets(tps)
-        deadline = time.monotonic() + INDEX_WAIT_S
-        pending = [tp for tp in tps if ends[tp] > 0]
-        while pending:
-            behind = []
-            for tp in pending:
-                done = await consumer.committed(tp) or 0
-                if done < ends[tp]:
-                    behind.append((tp, ends[tp] - done))
-            if not behind:
-                return
-            if time.monotonic() > deadline:
-                tp, missing = behind[0]
-                raise NodeNotFound(
-                    f"the provenance index is {missing} records behind on {tp.topic}"
-                    f"[{tp.partition}] after {INDEX_WAIT_S:.0f}s; is a worker running?")
-            pending = [tp for tp, _ in behind]
-            await asyncio.sleep(0.05)
-    finally:
-        await stop_within(consumer, "provenance index reader")
+    deadline = time.monotonic() + INDEX_WAIT_S
+    pending = [tp for tp in tps if ends[tp] > 0]
+    while pending:
+        async with readers.lock:
+            done = await asyncio.gather(*(consumer.committed(tp) for tp in pending))
+        behind = [(tp, ends[tp] - (c or 0)) for tp, c in zip(pending, done, strict=True)
+                  if (c or 0) < ends[tp]]
+        if not behind:
+            return
+        if time.monotonic() > deadline:
+            tp, missing = behind[0]
+            raise NodeNotFound(
+                f"the provenance index is {missing} records behind on {tp.topic}"
+                f"[{tp.partition}] after {INDEX_WAIT_S:.0f}s; is a worker running?")
+        pending = [tp for tp, _ in behind]
+        await asyncio.sleep(0.05)
 
 
 async def _refs(client: MemoryClient, cube_id: str | None, **fields: Any) -> LogRefsResult:
@@ -161,16 +199,14 @@ async def fetch(client: MemoryClient, cube_id: str,
     wanted = {key: sorted(set(offsets)) for key, offsets in positions.items() if offsets}
     if not wanted:
         return out
-    consumer = AIOKafkaConsumer(bootstrap_servers=client.bootstrap, enable_auto_commit=False,
-                                max_partition_fetch_bytes=_FETCH_BYTES)
-    await start_or_release(consumer, "provenance reader")
-    mark_latency_sensitive(consumer)  # a caller waits for the answer
-    try:
+    readers = await _readers(client)
+    assert readers.fetcher is not None  # noqa: S101 - started above
+    async with readers.lock:
         for key, offsets in sorted(wanted.items()):
             suffix, _, part = key.rpartition("|")
             spec = BY_SUFFIX[suffix]
             tp = TopicPartition(spec.name(client.settings), int(part))
-            for record in await _read_offsets(consumer, tp, offsets):
+            for record in await _read_offsets(readers.fetcher, tp, offsets):
                 try:
                     event = spec.decode(record)
                 except ValidationError as exc:
@@ -178,8 +214,6 @@ async def fetch(client: MemoryClient, cube_id: str,
                     continue
                 if isinstance(event, Event) and event.cube_id == cube_id:
                     out.setdefault(suffix, []).append(event)
-    finally:
-        await stop_within(consumer, "provenance reader")
     return out
 
 
@@ -188,6 +222,7 @@ async def _read_offsets(consumer: AIOKafkaConsumer, tp: TopicPartition,
     """The values at ``offsets`` (ascending) of ``tp``: seek to a wanted offset, take what
     the fetch brings that is wanted, read on when the next is near, seek when it is far."""
     consumer.assign([tp])
+    consumer.resume(tp)  # paused after the last call that read it
     values: list[bytes] = []
     i, stalled = 0, 0
     consumer.seek(tp, offsets[0])
@@ -208,6 +243,7 @@ async def _read_offsets(consumer: AIOKafkaConsumer, tp: TopicPartition,
                 i += 1
         if i < len(offsets) and offsets[i] > batch[-1].offset + _GAP:
             consumer.seek(tp, offsets[i])
+    consumer.pause(tp)  # no fetching ahead in the background between calls
     return values
 
 
