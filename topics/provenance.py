@@ -5,7 +5,8 @@ it, so the log alone answers "how did this memory change" (``memory_history``), 
 the cube hold at time T" (``cube_as_of``: the snapshots folded in log order up to T) and
 "why does it believe this" (``explain``: the messages it was extracted from, with their
 text, and the merges and inferences that led to it). The fold and the explanation are
-pure functions of the records; ``read_cube_log`` reads them through a consumer.
+pure functions of the records; ``topics/provenance_read.py`` fetches the records they need
+through the provenance index, and ``read_log`` reads whole topics (backups list cubes).
 """
 
 from __future__ import annotations
