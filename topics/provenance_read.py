@@ -201,6 +201,7 @@ async def fetch(client: MemoryClient, cube_id: str,
         return out
     readers = await _readers(client)
     assert readers.fetcher is not None  # noqa: S101 - started above
+    unreadable: list[str] = []
     async with readers.lock:
         for key, offsets in sorted(wanted.items()):
             suffix, _, part = key.rpartition("|")
@@ -210,10 +211,14 @@ async def fetch(client: MemoryClient, cube_id: str,
                 try:
                     event = spec.decode(record)
                 except ValidationError as exc:
-                    log.warning("skipping unreadable %s record: %s", tp.topic, exc)
+                    errors = exc.errors()
+                    unreadable.append(str(errors[0]["msg"]) if errors else str(exc))
                     continue
                 if isinstance(event, Event) and event.cube_id == cube_id:
                     out.setdefault(suffix, []).append(event)
+    if unreadable:  # an erased cube's records: one line, not one per record
+        log.warning("skipped %d unreadable records of cube %s (%s)", len(unreadable), cube_id,
+                    unreadable[0])
     return out
 
 
