@@ -131,7 +131,7 @@ class MemoryClient:
 
     async def start(self) -> None:
         if self._bootstrap is None:
-            from memstream.topics.broker import running_broker
+            from memstream.local.broker import running_broker
             from memstream.topics.datadir import find_data_dir
 
             # the stack `memstream up` started here or in a parent directory

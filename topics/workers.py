@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from memstream.topics.broker_process import pid_alive
+from memstream.local.processes import pid_alive
 from memstream.topics.members import owner_of
 
 

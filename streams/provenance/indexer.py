@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from memstream.sinks.ports import GraphStore
-from memstream.streams.runtime import Pause
+from memstream.streams.runtime.stage import Pause
 from memstream.topics.log_index import INDEXED, LogRef, index_group, refs_of
 from memstream.topics.members import worker_client_id
 from memstream.topics.settings import Settings

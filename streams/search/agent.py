@@ -1,6 +1,6 @@
 """Search agent: ``requests`` → replies on each request's ``reply_to``.
 
-Requests come through a request lane (``streams/lane.py``): each is answered as
+Requests come through a request lane (``streams/runtime/lane.py``): each is answered as
 soon as it arrives, concurrently with others; usage is recorded in the background
 once the reply is sent, never delaying it.
 """
@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from memstream.streams.app import BoundTopics
-from memstream.streams.runtime import Deps, RawRecord, StageStats
+from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
 from memstream.streams.search.replying import send_replies
 from memstream.topics.registry import REQUESTS

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from memstream.streams import metering
 from memstream.streams.core.retrieval import search
-from memstream.streams.ops import metering
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
-from memstream.streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
 from memstream.streams.search.log_refs import log_refs_result, nodes_by_ids_or_prefixes
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaConnectionError, MessageSizeTooLargeError
 
-from memstream.streams.runtime import Outgoing
+from memstream.streams.runtime.stage import Outgoing
 from memstream.streams.search.replying import send_replies
 from memstream.topics.events import NodesResult, Reply
 from memstream.topics.models import utcnow
