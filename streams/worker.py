@@ -43,6 +43,7 @@ from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
+from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
@@ -54,6 +55,7 @@ from memstream.topics.registry import WORKER_INPUTS, consumer_group
 from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
+from memstream.topics.signing import check_worker_signing
 
 log = logging.getLogger("memstream.worker")
 
@@ -122,6 +124,8 @@ class Worker:
 
     async def _start(self) -> None:
         s = self.settings
+        check_worker_signing(s.security)  # a worker refusing unsigned events signs its own
+        tracing.configure(s.tracing, "memstream-worker")
         if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
             configure_fetch_pause(s.kafka)
         if (key_dir := s.erasure_key_dir) is not None:
@@ -158,6 +162,7 @@ class Worker:
         indexer, self.indexer = self.indexer, None
         if indexer is not None:
             await indexer.stop()
+        tracing.flush()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.app is not None:

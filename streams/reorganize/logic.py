@@ -30,6 +30,7 @@ from memstream.streams.prompts.relations import (
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
+from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryMetadata
@@ -232,9 +233,12 @@ async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
                                   strictly_before=False)
         if this is None:
             continue
-        out += await relate(event, deps, this)
-        out += await follows(event, deps, this)
-        out += await aggregate(event, deps, this)
+        with tracing.span("memstream.optimizer.relations", {"memstream.node_id": node.id}):
+            out += await relate(event, deps, this)
+        with tracing.span("memstream.optimizer.follows"):
+            out += await follows(event, deps, this)
+        with tracing.span("memstream.optimizer.aggregate"):
+            out += await aggregate(event, deps, this)
     return out
 
 

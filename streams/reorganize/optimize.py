@@ -32,6 +32,7 @@ from memstream.streams.reorganize.clustering import (
 )
 from memstream.streams.reorganize.logic import complete, written_by
 from memstream.streams.runtime.stage import Deps, Outgoing
+from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
@@ -165,7 +166,9 @@ async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope],
         scopes.running.add(scope)
         metering.enter(STAGE, scope[0])  # its summaries' LLM tokens are the cube's
         try:  # a failure fails the event that placed the run: it is retried, never skipped
-            out += await optimize_scope(deps, scope, at)
+            with tracing.span("memstream.optimizer.structure", {
+                    "memstream.cube_id": scope[0], "memstream.memory_type": scope[2]}):
+                out += await optimize_scope(deps, scope, at)
             scopes.runs += 1
         finally:
             scopes.running.discard(scope)

@@ -25,6 +25,7 @@ from memstream.streams.core.retrieval import search
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.runtime.trust import verify_record
 from memstream.streams.search.log_refs import log_refs_result, nodes_by_ids_or_prefixes
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
@@ -48,6 +49,7 @@ from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subg
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from memstream.topics.shred import unseal
+from memstream.topics.signing import SignatureRefused
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"
@@ -240,6 +242,7 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
+        verify_record(deps.verifier, raw, req)  # who asks, before what they may read
         if not isinstance(req, LogRefsRequest):  # positions and ids only: no text to guard
             await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
         if deps.views is not None and not isinstance(req, LogRefsRequest) and \
@@ -250,6 +253,10 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         result, used = await _dispatch(req, deps, wait)
         if isinstance(result, SearchResult) and deps.ops is not None:
             deps.ops.search(result.mode_used, time.perf_counter() - started)
+    except SignatureRefused as exc:  # an error reply, and a dead letter for the operator
+        log.warning("refused request %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
+        return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
+                       _letter(raw, exc, deps)])
     except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
