@@ -33,6 +33,7 @@ from memstream.streams.memory.agent import register as register_memory
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.ops.budget import MeteredLLM
 from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.provenance.indexer import ProvenanceIndexer
 from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
@@ -46,6 +47,7 @@ from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.log_index import index_group
 from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
 from memstream.topics.progress import Progress
@@ -87,6 +89,7 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
+    indexer: ProvenanceIndexer | None = field(default=None, init=False)
     _keys: Path | None = field(default=None, init=False)
     metrics: WorkerMetrics | None = field(default=None, init=False)
     metrics_url: str | None = field(default=None, init=False)  # its /metrics endpoint
@@ -130,7 +133,8 @@ class Worker:
             self._keys = key_dir
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
-        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
+        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS}
+                                   | {index_group(s)})
         deps = await self.open_deps()
         deps.views = ViewMap(s, self.bootstrap)
         await deps.views.start()  # every promoted cube known before the first request
@@ -138,13 +142,15 @@ class Worker:
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
-        groups = {consumer_group(s, t) for t in WORKER_INPUTS}
+        groups = {consumer_group(s, t) for t in WORKER_INPUTS} | {index_group(s)}
 
         async def reap() -> None:  # the broker may never drop a killed worker (streams.reaper)
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
 
         self.app.task(reap)
         await self.app.start()
+        self.indexer = ProvenanceIndexer(s, self.bootstrap, deps.store.graph)
+        await self.indexer.start()  # where each cube's records sit in the log (provenance)
         if self.metrics is not None:
             self.metrics.bind(self.stats)
             self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
@@ -153,6 +159,9 @@ class Worker:
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 
     async def stop(self) -> None:
+        indexer, self.indexer = self.indexer, None
+        if indexer is not None:
+            await indexer.stop()
         tracing.flush()
         if self.metrics is not None:
             await self.metrics.stop()

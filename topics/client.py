@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
-from memstream.topics import provenance, tracing
+from memstream.topics import provenance_read, tracing
 from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -127,6 +127,7 @@ class MemoryClient:
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
         self._keys: Path | None = None  # the key directory this client activated
         self._probe: WorkerProbe | None = None  # asks whether a worker is there
+        self.provenance_readers: provenance_read.Readers | None = None  # history, explain
         self._signer = Signer.of(self.settings.security)  # None: publishes unsigned
 
     @property
@@ -175,6 +176,9 @@ class MemoryClient:
         probe, self._probe = self._probe, None
         if probe is not None:
             await probe.close()
+        readers, self.provenance_readers = self.provenance_readers, None
+        if readers is not None:
+            await readers.close()
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -561,17 +565,17 @@ class MemoryClient:
     async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
         """Every change of a memory, oldest first, each with the event that caused it.
         (``history`` reads a topic; this reads one memory's story.)"""
-        return await provenance.memory_history(self, node_id, cube_id)
+        return await provenance_read.memory_history(self, node_id, cube_id)
 
     async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
         ``memory.updates``."""
-        return await provenance.cube_as_of(self, cube_id, at)
+        return await provenance_read.cube_as_of(self, cube_id, at)
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the
         merges and inferences that led to it."""
-        return await provenance.explain(self, node_id, cube_id)
+        return await provenance_read.explain(self, node_id, cube_id)
 
     # ------------------------------------------------------------------ read-your-writes
 
