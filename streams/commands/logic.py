@@ -17,7 +17,7 @@ from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
 from memstream.streams.ops.access import share
-from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
     BackupCube,
     DeleteCube,

@@ -20,12 +20,11 @@ from typing import Any
 
 import faust
 
+from memstream.streams import metering
 from memstream.streams.app import BatchHandler, BoundTopics, register_batch_agent
 from memstream.streams.core.working_memory import SINK_STAGE, apply_replacements
-from memstream.streams.ops import metering
 from memstream.streams.ops.access import check_write
-from memstream.streams.ops.tracing import stage_span, stamp
-from memstream.streams.runtime import (
+from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
     RawRecord,
@@ -36,6 +35,7 @@ from memstream.streams.runtime import (
     make_batch_handler,
     with_retries,
 )
+from memstream.streams.runtime.tracing import stage_span, stamp
 from memstream.streams.scheduler.activation import activation_event, due_for_render
 from memstream.streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
 from memstream.streams.scheduler.planning import QueryVectors

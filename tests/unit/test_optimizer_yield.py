@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 
 from memstream.streams.reorganize.agent import Processor
-from memstream.streams.runtime import Outgoing, RawRecord, StageStats
+from memstream.streams.runtime.stage import Outgoing, RawRecord, StageStats
 from memstream.topics.settings import Settings
 
 BATCH_S = 0.2

@@ -27,7 +27,7 @@ WITHOUT_OTEL = textwrap.dedent("""
     from memstream.topics import tracing
     from memstream.topics.headers import headers_for
     from memstream.topics.events import ExtractedMemory
-    from memstream.streams.ops.tracing import stage_span, stamp
+    from memstream.streams.runtime.tracing import stage_span, stamp
     import memstream.topics.client, memstream.streams.worker  # import without the extra
 
     assert not tracing.configure(tracing.TracingSettings(enabled=True), "x")

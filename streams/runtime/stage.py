@@ -25,9 +25,9 @@ from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotRead
 from pydantic import BaseModel, ValidationError
 
 from memstream.sinks.ports import StoreUnavailable
-from memstream.streams.ops import metering
-from memstream.streams.ops.tracing import stage_span, stamp
-from memstream.streams.ops.trust import verify_record
+from memstream.streams import metering
+from memstream.streams.runtime.tracing import stage_span, stamp
+from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
 from memstream.topics.ids import derived_event_id
 from memstream.topics.limits import check_content, check_raw
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from memstream.sinks.query import MemoryQuery
     from memstream.streams.embed.port import Embedder
     from memstream.streams.llm.port import LLM
-    from memstream.streams.replay.views import ViewMap
+    from memstream.streams.runtime.views import ViewMap
 
 log = logging.getLogger("memstream.streams")
 
@@ -170,7 +170,7 @@ class Outgoing:
     # done once every output of the batch is acknowledged, before its offsets are committed:
     # an action that must never happen unannounced (an eviction is announced, then done)
     then: Callable[[], Awaitable[object]] | None = field(default=None, compare=False)
-    # the trace context it carries (``streams.ops.tracing.stamp``; empty: the sender's)
+    # the trace context it carries (``streams.runtime.tracing.stamp``; empty: the sender's)
     headers: tuple[tuple[str, bytes], ...] = field(default=(), compare=False)
 
 

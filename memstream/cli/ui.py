@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from memstream.cli import _run, _settings, console, cube_option, data_dir_option, main, user_option
+from memstream.cli.common import (
+    console,
+    cube_option,
+    data_dir_option,
+    main,
+    run_async,
+    settings_for,
+    user_option,
+)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -30,5 +38,5 @@ def ui(user_id: str, cube_id: str | None, host: str, port: int, data_dir: Path |
     def ready(url: str) -> None:
         console.print(f"memstream ui for cube '{cube_id or user_id}' at {url} (Ctrl-C to stop)")
 
-    _run(serve(_settings(data_dir), user_id, cube_id or user_id, host, port, ready))
+    run_async(serve(settings_for(data_dir), user_id, cube_id or user_id, host, port, ready))
     console.print("stopped")

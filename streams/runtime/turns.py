@@ -28,7 +28,7 @@ from typing import Any
 import faust
 from faust.types import EventT
 
-from memstream.streams.runtime import RawRecord
+from memstream.streams.runtime.stage import RawRecord
 
 
 def _always() -> bool:

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memstream.sinks.local import FalkorDBServer
-from memstream.topics.broker import last_port, running_broker, stop_detached
-from memstream.topics.broker import recorded_pid as broker_pid
-from memstream.topics.broker_process import pid_alive
+from memstream.local.broker import last_port, running_broker, stop_detached
+from memstream.local.broker import recorded_pid as broker_pid
+from memstream.local.falkordb import FalkorDBServer
+from memstream.local.processes import pid_alive
 
 WORKER_FILE = "worker.json"
 WORKER_LOG = "worker.log"

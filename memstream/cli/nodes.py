@@ -10,22 +10,23 @@ from typing import Any, cast
 import click
 from rich.table import Table
 
-from memstream.cli import (
-    _print_json,
-    _run,
-    _settings,
+from memstream.cli.actions import count_memories, node_json, plural, print_nodes
+from memstream.cli.common import (
+    apply_command,
     console,
     cube_option,
     data_dir_option,
     json_option,
     main,
+    print_json,
+    run_async,
+    settings_for,
     user_option,
 )
-from memstream.cli_actions import count_memories, node_json, plural, print_nodes
-from memstream.cli_errors import InputError, not_empty
-from memstream.cli_log import backup_every_cube
+from memstream.cli.errors import InputError, not_empty
+from memstream.cli.log import backup_every_cube
 from memstream.topics.client import MemoryClient
-from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, Event, UpdateNode
+from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
 from memstream.topics.models import MemoryItem, MemoryType
 from memstream.topics.settings import Settings
 
@@ -41,7 +42,7 @@ TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
 def get(ids: tuple[str, ...], user_id: str, cube_id: str | None, as_json: bool,
         data_dir: Path | None) -> None:
     """Show the memories with these IDS (with sources and dates)."""
-    _run(_get(_settings(data_dir), ids, user_id, cube_id, as_json))
+    run_async(_get(settings_for(data_dir), ids, user_id, cube_id, as_json))
 
 
 async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: str | None,
@@ -50,7 +51,7 @@ async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: 
         nodes = await client.get(user_id, ids, cube_id=cube_id)
     missing = [i for i in ids if i not in {n.id for n in nodes}]
     if as_json:
-        _print_json([node_json(n) for n in nodes])
+        print_json([node_json(n) for n in nodes])
     else:
         for n in nodes:
             md = n.metadata
@@ -88,7 +89,7 @@ def _source(ref: dict[str, Any]) -> str:
 def list_(user_id: str, cube_id: str | None, memory_type: str | None, include_inactive: bool,
           limit: int, as_json: bool, data_dir: Path | None) -> None:
     """List a cube's memories, newest first."""
-    _run(_list(_settings(data_dir), user_id, cube_id, memory_type, include_inactive, limit,
+    run_async(_list(settings_for(data_dir), user_id, cube_id, memory_type, include_inactive, limit,
                as_json))
 
 
@@ -108,22 +109,11 @@ async def _list(settings: Settings, user_id: str, cube_id: str | None, memory_ty
                                               include_inactive, limit=limit - len(nodes))
     nodes.sort(key=lambda n: n.metadata.updated_at, reverse=True)
     if as_json:
-        _print_json({"cube_id": cube, "total": total, "nodes": [node_json(n) for n in nodes]})
+        print_json({"cube_id": cube, "total": total, "nodes": [node_json(n) for n in nodes]})
         return
     shown = f"{len(nodes):,} of {plural(total, 'memory', 'memories')}" if total > len(nodes) \
         else plural(total, "memory", "memories")
     print_nodes(console, [(n, None) for n in nodes], f"cube '{cube}': {shown}")
-
-
-async def _command(settings: Settings, event: Event, what: str) -> None:
-    """Publish a command, wait for the worker, and fail with its reason if it refused."""
-    async with MemoryClient(settings) as client:
-        token = await client.command(event)
-        with console.status(f"waiting for the worker to {what} …"):
-            await client.wait_applied(token, timeout=600)
-        failure = await client.command_failure(token)
-    if failure is not None:
-        raise click.ClickException(f"{what} refused: {failure}")
 
 
 @main.command()
@@ -144,13 +134,13 @@ def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
     if all(v is None for v in (memory, key, tags, status, frozen)):
         raise click.UsageError("nothing to change: give --text, --key, --tags, --status or "
                                "--freeze/--unfreeze")
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     tag_list = tuple(t.strip() for t in tags.split(",") if t.strip()) if tags is not None \
         else None
     event = UpdateNode(user_id=user_id, cube_id=cube_id or user_id, node_id=node_id,
                        memory=memory, key=key, tags=tag_list,
                        status=status, frozen=frozen)  # type: ignore[arg-type]
-    _run(_command(settings, event, "update"))
+    run_async(apply_command(settings, event, "update"))
     console.print(f"updated {node_id}")
 
 
@@ -162,7 +152,7 @@ def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
 def delete(ids: tuple[str, ...], user_id: str, cube_id: str | None,
            data_dir: Path | None) -> None:
     """Delete the memories with these IDS (and their working-memory copies)."""
-    _run(_delete(_settings(data_dir), ids, user_id, cube_id or user_id))
+    run_async(_delete(settings_for(data_dir), ids, user_id, cube_id or user_id))
 
 
 async def _delete(settings: Settings, ids: tuple[str, ...], user_id: str, cube: str) -> None:
@@ -171,7 +161,7 @@ async def _delete(settings: Settings, ids: tuple[str, ...], user_id: str, cube: 
     missing = [i for i in ids if i not in found]
     if missing:
         raise InputError(f"no memory {', '.join(missing)} in cube '{cube}'; nothing deleted")
-    await _command(settings, DeleteNodes(user_id=user_id, cube_id=cube, node_ids=ids),
+    await apply_command(settings, DeleteNodes(user_id=user_id, cube_id=cube, node_ids=ids),
                    "delete")
     console.print(f"deleted {plural(len(ids), 'memory', 'memories')} from cube '{cube}'")
 
@@ -186,7 +176,7 @@ def dead_letters(ctx: click.Context, stage: str | None, limit: int, as_json: boo
                  data_dir: Path | None) -> None:
     """Events that failed (newest last); `dead-letters redrive` publishes them again."""
     if ctx.invoked_subcommand is None:
-        _run(_letters(_settings(data_dir), stage, limit, as_json))
+        run_async(_letters(settings_for(data_dir), stage, limit, as_json))
 
 
 async def _all_letters(settings: Settings, stage: str | None) -> list[DeadLetter]:
@@ -208,7 +198,7 @@ async def _letters(settings: Settings, stage: str | None, limit: int, as_json: b
         console.print("no dead letters" + (f" of stage {stage}" if stage else ""))
         return
     if as_json:
-        _print_json({"total": len(letters),
+        print_json({"total": len(letters),
                      "letters": [d.model_dump(mode="json") for d in shown]})
         return
     table = Table("when", "stage", "original (topic:partition:offset)", "error",
@@ -235,7 +225,7 @@ def redrive(where: tuple[str, ...], stage: str | None, everything: bool,
     """
     if not (where or stage or everything):
         raise click.UsageError("name letters (topic:partition:offset), or give --stage or --all")
-    _run(_redrive(_settings(data_dir), set(where), stage))
+    run_async(_redrive(settings_for(data_dir), set(where), stage))
 
 
 async def _redrive(settings: Settings, where: set[str], stage: str | None) -> None:
@@ -274,7 +264,7 @@ def backup(directory: Path, user_id: str | None, cube_id: str | None, keep_last:
     if user_id is None:
         backup_every_cube(directory, keep_last, data_dir)
         return
-    _run(_backup(_settings(data_dir), directory.resolve(), user_id, cube_id or user_id,
+    run_async(_backup(settings_for(data_dir), directory.resolve(), user_id, cube_id or user_id,
                  keep_last, drop))
 
 
@@ -283,8 +273,9 @@ async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, 
     async with MemoryClient(settings) as client:
         if await count_memories(client, user_id, cube, include_inactive=True) == 0:
             raise InputError(f"cube '{cube}' has no memories; no backup written")
-    await _command(settings, BackupCube(user_id=user_id, cube_id=cube, directory=str(directory),
-                                        keep_last=keep, drop=drop), "back up")
+    event = BackupCube(user_id=user_id, cube_id=cube, directory=str(directory),
+                       keep_last=keep, drop=drop)
+    await apply_command(settings, event, "back up")
     from memstream.sinks.dump import list_backups
 
     files = list_backups(directory, cube) if directory.is_dir() else []

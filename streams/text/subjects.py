@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from memstream.streams.core import lexicon as lx
-from memstream.streams.prompts.textutil import is_mostly_chinese, words_of
+from memstream.streams.text import lexicon as lx
+from memstream.streams.text.words import is_mostly_chinese, words_of
 
 Comparison = Literal["same", "different", "unknown"]
 SELF = "self"

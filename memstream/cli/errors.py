@@ -52,6 +52,8 @@ def one_line(exc: BaseException) -> click.ClickException:
 
     if isinstance(exc, MemoryServiceError):
         return click.ClickException(exc.message)
+    if isinstance(exc, KeyError) and exc.args:  # e.g. NodeNotFound: its message, unquoted
+        return click.ClickException(str(exc.args[0]))
     text = str(exc).strip().splitlines()
     return click.ClickException(text[0] if text else type(exc).__name__)
 

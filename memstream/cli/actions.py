@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-from memstream.cli_errors import InputError, validation_line
+from memstream.cli.errors import InputError, validation_line
 from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     ConversationChunk,

@@ -26,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from memstream.streams.runtime import Pause, RawRecord, StageStats
+from memstream.streams.runtime.stage import Pause, RawRecord, StageStats
 from memstream.topics.kafka_compat import mark_latency_sensitive
 from memstream.topics.members import worker_client_id
 from memstream.topics.registry import TopicSpec, consumer_group

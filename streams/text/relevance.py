@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from memstream.streams.prompts.textutil import en_content_words, en_words, has_cjk, zh_terms
+from memstream.streams.text.words import en_content_words, en_words, has_cjk, zh_terms
 
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # Characters too common to signal a topic on their own.

@@ -6,7 +6,6 @@ Registered on the ``memstream`` group by ``add_log_commands``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -14,38 +13,28 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from memstream.cli.common import (
+    apply_command,
+    console,
+    cube_option,
+    data_dir_option,
+    run_async,
+    settings_for,
+    user_option,
+)
 from memstream.topics.client import MemoryClient
 from memstream.topics.events import (
     BackupCube,
-    Event,
     ExtractedMemory,
     FreezeNodes,
     LifecycleSweep,
     LoadCube,
     UnfreezeNodes,
 )
-from memstream.topics.provenance import Change, Explanation, NodeNotFound, fold, read_updates
-from memstream.topics.settings import Settings
-
-console = Console()
-
-
-def _settings(data_dir: Path | None) -> Settings:
-    settings = Settings()
-    return settings if data_dir is None else settings.model_copy(update={"data_dir": data_dir})
-
-
-def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except NodeNotFound as exc:
-        raise click.ClickException(str(exc).strip("'\"")) from exc
-    except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-        raise click.ClickException(str(exc)) from exc
+from memstream.topics.provenance import Change, Explanation, fold, read_updates
 
 
 def _time(value: str) -> datetime:
@@ -75,15 +64,6 @@ def _cause(change: Change) -> str:
     return _short(f"{change.cause_topic}: {what} {detail}".strip(), 60)
 
 
-data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-                               help="Where embedded services keep their data.")
-cube_option = click.option("--cube", "cube_id", default=None,
-                           help="The memory cube (default: the user id; for a node: found "
-                                "in the log).")
-user_option = click.option("--user", "user_id", default="default-user", show_default=True,
-                           help="The user the memories belong to.")
-
-
 @click.command()
 @click.argument("node_id")
 @cube_option
@@ -91,10 +71,10 @@ user_option = click.option("--user", "user_id", default="default-user", show_def
 def history(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     """Every change of memory NODE_ID, oldest first, with the event that caused it."""
     async def run() -> list[Change]:
-        async with MemoryClient(_settings(data_dir)) as client:
+        async with MemoryClient(settings_for(data_dir)) as client:
             return await client.memory_history(node_id, cube_id)
 
-    changes = _run(run())
+    changes = run_async(run())
     table = Table("time (UTC)", "action", "stage", "memory / reason", "caused by",
                   title=f"history of {node_id} ({len(changes)} changes)")
     for c in changes:
@@ -120,10 +100,10 @@ def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str],
     cube = cube_id or user_id
 
     async def run() -> list[Any]:
-        async with MemoryClient(_settings(data_dir)) as client:
+        async with MemoryClient(settings_for(data_dir)) as client:
             return await client.as_of(cube, at)
 
-    nodes = [n for n in _run(run()) if not statuses or n.metadata.status in statuses]
+    nodes = [n for n in run_async(run()) if not statuses or n.metadata.status in statuses]
     if not nodes:
         console.print(f"cube '{cube}' held no memories at {at.isoformat()}")
         return
@@ -160,21 +140,10 @@ def _print_explanation(exp: Explanation, indent: int = 0) -> None:
 def explain(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     """Why a cube holds NODE_ID: its source messages and the merges and inferences behind it."""
     async def run() -> Explanation:
-        async with MemoryClient(_settings(data_dir)) as client:
+        async with MemoryClient(settings_for(data_dir)) as client:
             return await client.explain(node_id, cube_id)
 
-    _print_explanation(_run(run()))
-
-
-async def _command(settings: Settings, event: Event, what: str) -> None:
-    """Publish a command, wait until the worker applied it, and fail with its reason."""
-    async with MemoryClient(settings) as client:
-        token = await client.command(event)
-        with console.status(f"waiting for the worker to {what} …"):
-            await client.wait_applied(token, timeout=600)
-        failure = await client.command_failure(token)
-    if failure is not None:
-        raise RuntimeError(failure if failure.startswith(what) else f"{what} refused: {failure}")
+    _print_explanation(run_async(run()))
 
 
 def _freeze_command(frozen: bool) -> click.Command:
@@ -193,7 +162,7 @@ def _freeze_command(frozen: bool) -> click.Command:
         kind = FreezeNodes if frozen else UnfreezeNodes
         event = kind(user_id=user_id, cube_id=cube_id or user_id, node_ids=node_ids,
                      reason=reason)
-        _run(_command(_settings(data_dir), event, name))
+        run_async(apply_command(settings_for(data_dir), event, name))
         done = "froze" if frozen else "unfroze"
         console.print(f"{done} {_count(len(node_ids), 'memory', 'memories')} in cube "
                       f"'{cube_id or user_id}'")
@@ -208,27 +177,36 @@ def _freeze_command(frozen: bool) -> click.Command:
 def sweep(user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     """Run the lifecycle sweep of a cube now (archive unused, expire long-archived memories)."""
     cube = cube_id or user_id
-    _run(_command(_settings(data_dir), LifecycleSweep(user_id=user_id, cube_id=cube), "sweep"))
+    run_async(apply_command(settings_for(data_dir),
+                            LifecycleSweep(user_id=user_id, cube_id=cube), "sweep"))
     console.print(f"swept cube '{cube}'")
 
 
-async def _cubes_with_memories(client: MemoryClient) -> list[str]:
+async def _cubes_with_memories(client: MemoryClient) -> dict[str, str]:
+    """Each cube holding memories, with its owner: the user of its first readable update (its
+    first writer, whom the worker made the owner; a cube loaded with ``load --cube`` belongs
+    to the loading user, not to a user named like the cube)."""
     by_cube: dict[str, list[Any]] = {}
+    owners: dict[str, str] = {}
     for u in await read_updates(client, None):
         by_cube.setdefault(u.cube_id, []).append(u)
-    return sorted(c for c, updates in by_cube.items() if fold(updates))
+        owners.setdefault(u.cube_id, u.user_id)
+    return {c: owners[c] for c, updates in sorted(by_cube.items()) if fold(updates)}
 
 
 def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) -> None:
     """``memstream backup DIRECTORY`` without --user: every cube holding memories, keeping
-    the last ``keep_last`` backups of each (the worker writes the files)."""
+    the last ``keep_last`` backups of each (the worker writes the files), each asked for as
+    the cube's owner."""
     target = str(directory.resolve())
 
     async def run() -> list[str]:
-        async with MemoryClient(_settings(data_dir)) as client:
-            cubes = await _cubes_with_memories(client)
-            tokens = [await client.command(BackupCube(user_id=c, cube_id=c, directory=target,
-                                                      keep_last=keep_last, drop=False))
+        async with MemoryClient(settings_for(data_dir)) as client:
+            owners = await _cubes_with_memories(client)
+            cubes = list(owners)
+            tokens = [await client.command(BackupCube(user_id=owners[c], cube_id=c,
+                                                      directory=target, keep_last=keep_last,
+                                                      drop=False))
                       for c in cubes]
             with console.status(f"waiting for the worker to back up {len(cubes)} cubes …"):
                 for token in tokens:
@@ -238,16 +216,17 @@ def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) ->
                     raise RuntimeError(f"backup of cube {cube!r} failed: {failure}")
             return cubes
 
-    cubes = _run(run())
+    cubes = run_async(run())
     console.print(f"backed up {_count(len(cubes), 'cube', 'cubes')} to {directory}: "
                   f"{', '.join(cubes) or '-'}")
 
 
-def latest_backups(directory: Path) -> dict[str, Path]:
-    """The newest backup file of each cube in ``directory`` (cube id read from the file)."""
+def latest_backups(directory: Path) -> dict[str, tuple[Path, str]]:
+    """The newest backup file of each cube in ``directory`` and the owner it recorded (the
+    cube id for backups written before owners were recorded)."""
     from memstream.sinks.dump import list_backups
 
-    cubes: dict[str, Path] = {}
+    cubes: dict[str, tuple[Path, str]] = {}
     for path in sorted(directory.glob("*.json")):
         try:
             with path.open(encoding="utf-8") as fh:
@@ -256,8 +235,18 @@ def latest_backups(directory: Path) -> dict[str, Path]:
             continue
         if isinstance(cube, str) and cube not in cubes:
             newest = list_backups(directory, cube)
-            cubes[cube] = newest[-1] if newest else path
+            chosen = newest[-1] if newest else path
+            cubes[cube] = (chosen, _owner_in(chosen) or cube)
     return cubes
+
+
+def _owner_in(path: Path) -> str | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            owner = json.load(fh).get("owner")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) and owner else None
 
 
 @click.command()
@@ -272,10 +261,10 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
         raise click.ClickException(f"no memstream backups in {directory}")
 
     async def run() -> None:
-        async with MemoryClient(_settings(data_dir)) as client:
-            tokens = [(c, await client.command(LoadCube(user_id=c, cube_id=c,
+        async with MemoryClient(settings_for(data_dir)) as client:
+            tokens = [(c, await client.command(LoadCube(user_id=owner, cube_id=c,
                                                         path=str(p.resolve()))))
-                      for c, p in sorted(chosen.items())]
+                      for c, (p, owner) in sorted(chosen.items())]
             with console.status(f"waiting for the worker to load {len(tokens)} cubes …"):
                 for _, token in tokens:
                     await client.wait_applied(token, timeout=600)
@@ -283,8 +272,8 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
                 if (failure := await client.command_failure(token)) is not None:
                     raise RuntimeError(f"restore of cube {cube!r} failed: {failure}")
 
-    _run(run())
-    for cube, path in sorted(chosen.items()):
+    run_async(run())
+    for cube, (path, _) in sorted(chosen.items()):
         console.print(f"restored cube '{cube}' from {path.name}")
 
 

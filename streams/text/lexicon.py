@@ -9,7 +9,7 @@ negation or a change of state; everything else is decided by token overlap.
 
 from __future__ import annotations
 
-from memstream.streams.prompts.textutil import words_of
+from memstream.streams.text.words import words_of
 
 # --------------------------------------------------------------------------- English
 

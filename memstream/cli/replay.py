@@ -13,27 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from memstream.cli.common import apply_command, console, data_dir_option, run_async, settings_for
 from memstream.topics.client import MemoryClient
-from memstream.topics.events import DropViews, Event, PromoteCube, ReplayCube
+from memstream.topics.events import DropViews, PromoteCube, ReplayCube
 from memstream.topics.settings import Settings
 
-console = Console()
 REPLAY_TIMEOUT_S = 24 * 3600.0
-
-
-def _settings(data_dir: Path | None) -> Settings:
-    settings = Settings()
-    return settings if data_dir is None else settings.model_copy(update={"data_dir": data_dir})
-
-
-def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-        raise click.ClickException(str(exc)) from exc
 
 
 def parse_from(value: str | None) -> dict[str, Any]:
@@ -50,9 +37,6 @@ def parse_from(value: str | None) -> dict[str, Any]:
     return {"from_time": at if at.tzinfo else at.replace(tzinfo=UTC)}
 
 
-data_dir_option = click.option(
-    "--data-dir", type=click.Path(path_type=Path), default=None,
-    help="Where embedded services keep their data (default ./.memstream or MEMSTREAM_DATA_DIR).")
 cube_option = click.option("--cube", "cube_id", required=True, help="The memory cube.")
 user_option = click.option("--user", "user_id", default=None,
                            help="The user the cube belongs to (default: the cube id).")
@@ -76,7 +60,7 @@ def replay(cube_id: str, user_id: str | None, start: str | None, shadow: str | N
         raise click.UsageError("--model and --llm-base-url need --shadow NAME")
     cmd = ReplayCube(user_id=user_id or cube_id, cube_id=cube_id, shadow=shadow,
                      llm_model=llm_model, llm_base_url=llm_base_url, **parse_from(start))
-    _run(_replay(_settings(data_dir), cmd))
+    run_async(_replay(settings_for(data_dir), cmd))
 
 
 async def _replay(settings: Settings, cmd: ReplayCube) -> None:
@@ -126,7 +110,8 @@ async def _replay(settings: Settings, cmd: ReplayCube) -> None:
 def promote(cube_id: str, user_id: str | None, view: str, data_dir: Path | None) -> None:
     """Switch readers of a cube to another cube's views (e.g. a shadow replay), at once."""
     cmd = PromoteCube(user_id=user_id or cube_id, cube_id=cube_id, view=view)
-    _run(_command(_settings(data_dir), cmd, f"reads of '{cube_id}' now go to '{view}'"))
+    run_async(apply_command(settings_for(data_dir), cmd, "promote", "waiting for the worker …"))
+    console.print(f"reads of '{cube_id}' now go to '{view}'")
 
 
 @click.command("drop-views")
@@ -136,18 +121,8 @@ def promote(cube_id: str, user_id: str | None, view: str, data_dir: Path | None)
 def drop_views(cube_id: str, user_id: str | None, data_dir: Path | None) -> None:
     """Drop a cube's graph nodes and vectors; its log stays, so `replay` rebuilds them."""
     cmd = DropViews(user_id=user_id or cube_id, cube_id=cube_id)
-    _run(_command(_settings(data_dir), cmd, f"dropped the views of '{cube_id}'"))
-
-
-async def _command(settings: Settings, cmd: Event, done: str) -> None:
-    async with MemoryClient(settings) as client:
-        token = await client.command(cmd)
-        with console.status("waiting for the worker …"):
-            await client.wait_applied(token, timeout=600)
-        failure = await client.command_failure(token)
-    if failure is not None:
-        raise RuntimeError(failure)
-    console.print(done)
+    run_async(apply_command(settings_for(data_dir), cmd, "drop views", "waiting for the worker …"))
+    console.print(f"dropped the views of '{cube_id}'")
 
 
 COMMANDS = (replay, promote, drop_views)

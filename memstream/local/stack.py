@@ -14,9 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from memstream.sinks.local import FalkorDBServer
-from memstream.topics.admin import ensure_topics
-from memstream.topics.broker import (
+from memstream.local.broker import (
     LocalBroker,
     create_broker,
     last_port,
@@ -24,11 +22,13 @@ from memstream.topics.broker import (
     resolve_bootstrap,
     running_broker,
 )
-from memstream.topics.broker import recorded_pid as broker_pid
-from memstream.topics.broker_process import pid_alive
+from memstream.local.broker import recorded_pid as broker_pid
+from memstream.local.falkordb import FalkorDBServer
+from memstream.local.processes import pid_alive
+from memstream.topics.admin import ensure_topics
 from memstream.topics.settings import Settings
 
-log = logging.getLogger("memstream.stack")
+log = logging.getLogger("memstream.local.stack")
 
 
 # How long a restarted service may take to answer (replaying its log after a crash).
