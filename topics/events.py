@@ -159,6 +159,7 @@ class UpdateNode(Event):
     memory: str | None = None
     key: str | None = None
     tags: tuple[str, ...] | None = None
+    background: str | None = None  # e.g. the JSON value of a LangGraph store item
     status: Status | None = None
     frozen: bool | None = None
 

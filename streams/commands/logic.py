@@ -62,7 +62,7 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
     if node is None:
         raise CommandRejected(f"node {cmd.node_id} not found in cube {cmd.cube_id}")
     changes: dict[str, Any] = {"updated_at": cmd.occurred_at}
-    for name in ("key", "tags", "status", "frozen"):
+    for name in ("key", "tags", "background", "status", "frozen"):
         if (value := getattr(cmd, name)) is not None:
             changes[name] = value
     updated = node.evolve(**changes)
