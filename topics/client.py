@@ -126,8 +126,8 @@ class MemoryClient:
         self._replies_lock = asyncio.Lock()  # concurrent first requests start one listener
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
         self._keys: Path | None = None  # the key directory this client activated
-        self._signer = Signer.of(self.settings.security)  # None: publishes unsigned
         self._probe: WorkerProbe | None = None  # asks whether a worker is there
+        self._signer = Signer.of(self.settings.security)  # None: publishes unsigned
 
     @property
     def bootstrap(self) -> str:

@@ -32,9 +32,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
                 span.set_attribute("memstream.cube_id", a.request.cube_id)
                 span.set_attribute("memstream.op", str(getattr(a.request, "op", "?")))
             with tracing.span("memstream.search.reply"):
-                sent = await send_replies(bound, deps, a.outgoing)  # the reply first
-        if not sent:
-            return
+                if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
+                    return
         if a.request is not None and a.used:
             task = asyncio.create_task(record_usage(deps, a.request, a.used))
             background.add(task)
