@@ -37,8 +37,10 @@ from memstream.streams.runtime import Clock, Deps, StageStats
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
 from memstream.topics.admin import ensure_topics, worker_lag
+from memstream.topics.broker import LOOPBACK, broker_data_dir
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.log_ends import LogWatch
 from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
 from memstream.topics.progress import Progress
@@ -134,6 +136,18 @@ class Worker:
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
 
         self.app.task(reap)
+        if s.kafka.log_watch_s > 0:
+            watch = LogWatch(s, self.bootstrap)
+            embedded = not s.kafka.bootstrap_servers and self.bootstrap.startswith(LOOPBACK)
+            broker_dir = broker_data_dir(s) if embedded else None
+
+            async def watch_log_ends() -> None:  # a broker that lost records is noticed
+                try:
+                    await watch.record_forever(s.data_dir, s.kafka.log_watch_s, broker_dir)
+                finally:
+                    await watch.close()
+
+            self.app.task(watch_log_ends)
         await self.app.start()
         if self.metrics is not None:
             self.metrics.bind(self.stats)
