@@ -41,6 +41,7 @@ from memstream.streams.runtime import (
     StageStats,
     make_batch_handler,
 )
+from memstream.streams.stall_check import hold_stall_reports
 from memstream.streams.turns import Held, TurnQueue, hold
 from memstream.topics.events import ReorganizeEvent
 from memstream.topics.progress import Progress
@@ -70,7 +71,10 @@ class Processor:
         self._deferred = False  # the next less urgent batch already waited once
         self._high_arrived = asyncio.Event()
         self._paused: set[Any] = set()  # less urgent partitions not fetched for now
+        self._busy_since: float | None = None  # loop time the batch in progress began
         self.runner = Runner(STAGE, self._run)
+        self._topics = {spec.name(deps.settings)
+                        for spec in (REORGANIZE_HIGH, REORGANIZE_NORMAL, REORGANIZE_LOW)}
         self._ingested = -1  # ingestion's processed count when the optimizer last looked
         worker = deps.settings.worker
         self._sizes = {0: worker.high_priority_batch, 1: worker.low_priority_batch,
@@ -152,8 +156,11 @@ class Processor:
             if priority > 0:
                 self._deferred = False
             batch = self._queue.take(*chosen, self._sizes[priority])
-            started = asyncio.get_running_loop().time()
-            await self._handle(priority, [h for h in batch if h.current()])
+            started = self._busy_since = asyncio.get_running_loop().time()
+            try:
+                await self._handle(priority, [h for h in batch if h.current()])
+            finally:
+                self._busy_since = None
             took = asyncio.get_running_loop().time() - started
             if took >= SLOW_BATCH_S:
                 log.info("reorganize: %d events of partition %d (priority %d) took %.1fs",
@@ -164,6 +171,19 @@ class Processor:
                 worker = self.deps.settings.worker
                 await asyncio.sleep(min(took * worker.optimizer_yield_ratio,
                                         worker.optimizer_max_yield_s))
+
+    def held(self, tp: Any) -> bool:
+        """Whether a reorganize partition's stream is idle by design now: paused for urgent
+        events, or waiting its turn behind the processor's backlog. Not while the processor
+        is stuck in one batch past faust's ``stream_processing_timeout``: that stall is real
+        and faust reports it (``streams.stall_check``)."""
+        if tp.topic not in self._topics:
+            return False
+        if self._busy_since is not None:
+            busy_for = asyncio.get_running_loop().time() - self._busy_since
+            if busy_for >= float(self.bound.app.conf.stream_processing_timeout):
+                return False
+        return tp in self._paused or self._queue.size > 0
 
     async def _handle(self, priority: int, batch: Sequence[Held]) -> None:
         """Handle a batch, send its outputs, then ack its records (their offsets may be
@@ -242,6 +262,7 @@ def register(
 ) -> tuple[StageStats, Processor]:
     stats = StageStats()
     processor = Processor(bound, deps, stats, progress)
+    hold_stall_reports(bound.app, processor.held)  # paused or queued on purpose: no stall
     worker = deps.settings.worker
     for spec in (REORGANIZE_HIGH, REORGANIZE_NORMAL, REORGANIZE_LOW):
         priority = PRIORITY[spec.suffix]
