@@ -57,7 +57,8 @@ def damage(path: Path) -> str | None:
         return f"unreadable ({exc.strerror})"
     if head != _HEAD:
         return "not a noida log (unexpected start)"
-    if not tail.endswith(b"}") or _TAIL_KEY not in tail:
+    # it ends with the broker_configs map and the document closing: "}}"
+    if not tail.endswith(b"}}") or _TAIL_KEY not in tail:
         return f"cut short or damaged ({size} bytes, no closing fields)"
     return None
 

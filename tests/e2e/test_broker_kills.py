@@ -115,8 +115,14 @@ async def test_sigkilled_broker_never_comes_back_empty_and_losses_are_reported(
     rate = 0.0
     try:
         for round_no in range(ROUNDS + 1):
-            if round_no == ROUNDS // 2:  # a data file lost outright: the copy comes back
+            damaged = {ROUNDS // 2: "missing", ROUNDS - 3: "cut short"}.get(round_no)
+            if damaged == "missing":  # a data file lost outright: the copy comes back
                 (broker_dir / DATA_FILE).unlink()
+            elif damaged:  # cut short (noida would refuse to start): the copy comes back.
+                # As a power loss leaves it: the rename reached the disk, half the data not.
+                whole = (broker_dir / DATA_FILE).read_bytes()
+                (broker_dir / "kafka.tmp").write_bytes(whole[: len(whole) // 2])
+                os.replace(broker_dir / "kafka.tmp", broker_dir / DATA_FILE)
             seen_before = read_ledger(settings.data_dir)
             stack = EmbeddedStack(settings)
             await stack.start(detached=True)
@@ -130,9 +136,13 @@ async def test_sigkilled_broker_never_comes_back_empty_and_losses_are_reported(
                         f"round {round_no}: partition {partition} came back with "
                         f"{ends.get(partition, 0)} records (file: {saved.get(partition, 0)}), "
                         f"fewer than the {low} its file held at the previous start")
-            if round_no == ROUNDS // 2:
-                assert stack.restored is not None and stack.restored.problem == "missing"
+            if damaged:
+                assert stack.restored is not None, f"round {round_no}: nothing restored"
+                assert stack.restored.problem.startswith(damaged), stack.restored
+                assert (broker_dir / "kafka.damaged.json").exists() == (damaged != "missing")
                 restored += 1
+            else:
+                assert stack.restored is None, stack.restored
             lost = {p: t for p, t in acked.items() if t.offset >= ends.get(p, 0)}
             expected = compare(seen_before, {CONVERSATIONS.name(settings): ends}) \
                 if seen_before else []
