@@ -66,15 +66,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiokafka import TopicPartition  # noqa: E402
 from retrieval_quality import Conversation, Turn, cube_of, load  # noqa: E402
 
+from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.graph_factory import create_graph_store  # noqa: E402
 from memstream.sinks.ports import Filter  # noqa: E402
-from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.streams import metering  # noqa: E402
 from memstream.streams.extraction.logic import STAGE as EXTRACTION  # noqa: E402
 from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
 from memstream.streams.memory.logic import STAGE as ADD  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
-from memstream.streams.ops import metering  # noqa: E402
-from memstream.streams.runtime import Deps, Outgoing, RawRecord, Record  # noqa: E402
+from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import _admin, _offsets_reader  # noqa: E402
 from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402

@@ -9,10 +9,14 @@ add stage stores them) to get the cosine similarity the stage would see, runs th
 class and accuracy, per language and in total. A second table applies the stage's
 candidate threshold (pairs below it never reach the judge and stay independent), and
 a baseline row shows what similarity alone would do (>= merge threshold → redundant).
-Last, the false-merge rate on the near-miss set: look-alike statements about different
-subjects, every one independent; a pair judged redundant or contradictory would archive a
-true fact (goal 0), shown for the judge alone, as the stage runs it, and without the stage's
-subject guard.
+Then the two figures SPEC §9 asks of rules mode, as the add stage acts on the verdicts
+(only a ``redundant`` pair is merged; a ``contradictory`` one becomes a ``CONFLICT`` edge,
+both kept): the duplicate-merge recall (labelled duplicates merged) and the false-merge rate
+on the near-miss set — look-alike pairs that must stay apart (different subjects, a plan or
+a trip next to a home, two languages, the same thing at two times), where a merge would
+archive a true fact (goal 0). Each near-miss class is shown, with the ``CONFLICT`` edges
+the judge would add and what a stage that archived every non-independent verdict (main
+before SPEC §9) would have lost.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memstream.streams.core.subjects import different_subjects  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.prompts.conflict import (  # noqa: E402
@@ -38,6 +41,7 @@ from memstream.streams.prompts.conflict import (  # noqa: E402
     MemoryStatement,
     Relation,
 )
+from memstream.streams.text.subjects import different_subjects  # noqa: E402
 from memstream.topics.settings import MemorySettings  # noqa: E402
 
 LABELS: tuple[Relation, ...] = ("contradictory", "redundant", "independent")
@@ -53,6 +57,7 @@ class Pair:
     label: Relation
     lang: str
     similarity: float = 0.0
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class Scored:
 
 def load_pairs(path: Path) -> list[Pair]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return [Pair(r["old"], r["new"], r["label"], r["lang"]) for r in rows]
+    return [Pair(r["old"], r["new"], r["label"], r["lang"], kind=r.get("kind", "")) for r in rows]
 
 
 async def with_similarity(pairs: list[Pair]) -> list[Pair]:
@@ -73,7 +78,8 @@ async def with_similarity(pairs: list[Pair]) -> list[Pair]:
     old = await embedder.embed_passages([p.old for p in pairs])
     new = await embedder.embed_passages([p.new for p in pairs])
     sims = (old * new).sum(axis=1)
-    return [Pair(p.old, p.new, p.label, p.lang, float(s)) for p, s in zip(pairs, sims, strict=True)]
+    return [Pair(p.old, p.new, p.label, p.lang, float(s), p.kind)
+            for p, s in zip(pairs, sims, strict=True)]
 
 
 def judge_pair(pair: Pair, merge_threshold: float) -> Scored:
@@ -127,21 +133,52 @@ def print_table(title: str, rows: Sequence[tuple[Relation, Relation]]) -> None:
     print(f"  macro F1 {macro:.2f}")
 
 
-def false_merges(scored: Sequence[Scored], candidate: float) -> None:
-    """Near-miss pairs are all independent: any other verdict would archive a true fact."""
-    print(f"\n=== false merges on {len(scored)} near-miss pairs (all independent) ===")
+def merged_by_stage(s: Scored, candidate: float) -> bool:
+    """Rules mode: only a ``redundant`` verdict on a pair that reaches the judge is merged
+    (``find_conflict`` also skips a pair the subject guard tells apart)."""
+    return (s.pair.similarity >= candidate and s.predicted == "redundant"
+            and different_subjects(s.pair.old, s.pair.new) is None)
+
+
+def conflicted_by_stage(s: Scored, candidate: float) -> bool:
+    """Rules mode: a ``contradictory`` verdict becomes a ``CONFLICT`` edge, both kept."""
+    return (s.pair.similarity >= candidate and s.predicted == "contradictory"
+            and different_subjects(s.pair.old, s.pair.new) is None)
+
+
+def duplicate_recall(scored: Sequence[Scored], candidate: float) -> None:
+    """Labelled duplicates the stage merges (one memory left), per language and in total."""
+    print("\n=== duplicate-merge recall (labelled redundant pairs merged by the stage) ===")
     for lang in [*sorted({s.pair.lang for s in scored}), "total"]:
-        chosen = [s for s in scored if lang in ("total", s.pair.lang)]
-        judged = [s for s in chosen if s.predicted != "independent"]
-        guarded = [s for s in chosen if different_subjects(s.pair.old, s.pair.new) is None]
-        stage = [s for s in judged if s.pair.similarity >= candidate and s in guarded]
-        at_candidate = sum(s.pair.similarity >= candidate for s in chosen)
-        print(f"  [{lang:>5}] n={len(chosen):>3}  reach the judge (cos >= {candidate:.2f}): "
-              f"{at_candidate:>3}  false-merge rate: judge alone {_rate(judged, chosen)}, "
-              f"stage {_rate(stage, chosen)}; subject guard misses {len(guarded)}")
+        dupes = [s for s in scored if s.pair.label == "redundant"
+                 and lang in ("total", s.pair.lang)]
+        merged = [s for s in dupes if merged_by_stage(s, candidate)]
+        print(f"  [{lang:>5}] duplicate-merge recall {_rate(merged, dupes)}")
+    contra = [s for s in scored if s.pair.label == "contradictory"]
+    flagged = [s for s in contra if conflicted_by_stage(s, candidate)]
+    print(f"  labelled contradictions flagged as CONFLICT (both kept): {_rate(flagged, contra)}")
+
+
+def false_merges(scored: Sequence[Scored], candidate: float) -> None:
+    """Near-miss pairs must stay apart: a merge would archive a true fact."""
+    print(f"\n=== false merges on {len(scored)} near-miss pairs (all independent) ===")
+    groups = [*(f"lang:{x}" for x in sorted({s.pair.lang for s in scored})),
+              *(f"kind:{x}" for x in sorted({s.pair.kind for s in scored})), "total"]
+    for group in groups:
+        field, _, value = group.partition(":")
+        chosen = [s for s in scored if group == "total"
+                  or (s.pair.lang if field == "lang" else s.pair.kind) == value]
+        merged = [s for s in chosen if merged_by_stage(s, candidate)]
+        conflicts = [s for s in chosen if conflicted_by_stage(s, candidate)]
+        archived_before = [s for s in chosen if s.pair.similarity >= candidate
+                           and s.predicted != "independent"
+                           and different_subjects(s.pair.old, s.pair.new) is None]
+        print(f"  [{group:>24}] n={len(chosen):>3}  false-merge rate {_rate(merged, chosen)}; "
+              f"CONFLICT edges {_rate(conflicts, chosen)}; archived if every "
+              f"non-independent verdict merged {_rate(archived_before, chosen)}")
     for s in scored:
         if s.predicted != "independent":
-            print(f"  false merge {s.pair.similarity:.3f} {s.predicted}: {s.pair.old} | "
+            print(f"  not independent {s.pair.similarity:.3f} {s.predicted}: {s.pair.old} | "
                   f"{s.pair.new}  ({s.reason})")
 
 
@@ -205,6 +242,7 @@ def main() -> None:
           f"{accuracy(stage_total):.1%} vs {accuracy(baseline):.1%} "
           f"(ratio {accuracy(stage_total) / max(accuracy(baseline), 1e-9):.2f}x)")
 
+    duplicate_recall(scored, candidate)
     near = asyncio.run(with_similarity(load_pairs(args.near_miss)))
     false_merges([judge_pair(p, merge) for p in near], candidate)
 

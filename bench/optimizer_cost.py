@@ -46,8 +46,8 @@ from load import (  # noqa: E402
 )
 from retrieval_quality import load  # noqa: E402
 
-from memstream.stack import EmbeddedStack  # noqa: E402
-from memstream.streams.ops import metering  # noqa: E402
+from memstream.local.stack import EmbeddedStack  # noqa: E402
+from memstream.streams import metering  # noqa: E402
 from memstream.streams.reorganize import asof, optimize  # noqa: E402
 from memstream.streams.reorganize import logic as reorganize  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402

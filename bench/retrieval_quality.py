@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import worker_lag  # noqa: E402

@@ -31,8 +31,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.search import make_nodes, memory_texts, pct  # noqa: E402
+from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.vector_cache import CachedVectorStore  # noqa: E402
-from memstream.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.core.working_memory import working_copy  # noqa: E402
 from memstream.streams.scheduler.agent import SchedulerStats  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402

@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.vector_cache import CachedVectorStore  # noqa: E402
-from memstream.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.core.working_memory import working_copy  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402

@@ -31,8 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstream.local.falkordb import FalkorDBServer  # noqa: E402
 from memstream.sinks.falkordb import FalkorDBGraphStore  # noqa: E402
-from memstream.sinks.local import FalkorDBServer  # noqa: E402
 from memstream.sinks.memory_store import MemoryStore  # noqa: E402
 from memstream.sinks.milvus import MilvusVectorStore, Partitioning  # noqa: E402
 from memstream.sinks.milvus_schema import IndexType  # noqa: E402

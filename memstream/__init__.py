@@ -4,8 +4,15 @@ The public surface: ``Settings``, ``MemoryClient``, its errors, and the events a
 application publishes (commands) or reads (updates, dead letters).
 """
 
-from memstream.topics.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError
-from memstream.topics.events import (
+from pathlib import Path as _Path
+
+from memstream._links import check_links as _check_links
+
+_check_links(_Path(__file__).parent)  # before the first import through a link
+
+# isort: off
+from memstream.topics.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.topics.events import (  # noqa: E402
     BackupCube,
     DeadLetter,
     DeleteCube,
@@ -26,8 +33,9 @@ from memstream.topics.events import (
     UpdateNode,
     WriteToken,
 )
-from memstream.topics.models import MemoryItem
-from memstream.topics.settings import Settings
+from memstream.topics.models import MemoryItem  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
+# isort: on
 
 __all__ = [
     "BackupCube",

@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from memstream.local.stack import EmbeddedStack
 from memstream.samples import DEMO_USER, sample_sessions
-from memstream.stack import EmbeddedStack
 from memstream.streams.worker import Worker
 from memstream.topics.client import MemoryClient
 from memstream.topics.events import WriteToken

@@ -56,7 +56,9 @@ async def export_cube(store: MemoryStore, cube_id: str) -> CubeGraph:
     for start in range(0, len(ids), _VECTOR_BATCH):
         for record in await store.vectors.get(cube_id, ids[start : start + _VECTOR_BATCH]):
             vectors[record.id] = [float(x) for x in record.vector]
-    return graph.model_copy(update={"vectors": vectors})
+    access = await store.graph.get_cube_access(cube_id)
+    return graph.model_copy(update={"vectors": vectors,
+                                    "owner": access.owner if access is not None else None})
 
 
 async def dump_cube(store: MemoryStore, cube_id: str, path: Path | str) -> CubeGraph:

@@ -17,10 +17,10 @@ import faust
 from aiokafka.errors import KafkaError
 from faust.types import EventT
 
-from memstream.streams.group_commits import commit_only_in_a_settled_group
-from memstream.streams.lane import LaneHandler, RequestLane
 from memstream.streams.ops.access import check_records
-from memstream.streams.runtime import (
+from memstream.streams.runtime.group_commits import commit_only_in_a_settled_group
+from memstream.streams.runtime.lane import LaneHandler, RequestLane
+from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
     Pause,
@@ -31,7 +31,7 @@ from memstream.streams.runtime import (
     is_outage,
     make_batch_handler,
 )
-from memstream.streams.turns import Held, TurnQueue, hold
+from memstream.streams.runtime.turns import Held, TurnQueue, hold
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec

@@ -20,24 +20,29 @@ from memstream.sinks.memory_store import MemoryStore
 from memstream.sinks.vector_factory import create_vector_store
 from memstream.streams.app import BoundTopics, create_app
 from memstream.streams.commands.agent import register as register_commands
+from memstream.streams.commands.logic import run_command
+from memstream.streams.core.working_memory import apply_replacements
 from memstream.streams.embed.factory import create_embedder, with_cache
 from memstream.streams.embed.port import Embedder
 from memstream.streams.extraction.agent import register as register_extraction
+from memstream.streams.extraction.logic import extract_chunk
 from memstream.streams.lifecycle.agent import register as register_lifecycle
 from memstream.streams.llm.factory import create_llm
 from memstream.streams.llm.port import LLM
 from memstream.streams.memory.agent import register as register_memory
+from memstream.streams.memory.logic import add_memories
 from memstream.streams.ops.budget import MeteredLLM
 from memstream.streams.ops.metrics import WorkerMetrics
-from memstream.streams.reaper import reap_dead_members
 from memstream.streams.reorganize.agent import register as register_reorganize
-from memstream.streams.replay.commands import run_replay_command
-from memstream.streams.replay.views import ViewMap
-from memstream.streams.runtime import Clock, Deps, StageStats
+from memstream.streams.reorganize.inline import InlineOptimizer
+from memstream.streams.replay.commands import ReplayCommands
+from memstream.streams.replay.stages import ReplayStages
+from memstream.streams.runtime.reaper import reap_dead_members
+from memstream.streams.runtime.stage import Clock, Deps, StageStats
+from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
 from memstream.topics.admin import ensure_topics, worker_lag
-from memstream.topics.broker import LOOPBACK, broker_data_dir
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
 from memstream.topics.log_ends import LogWatch
@@ -102,7 +107,7 @@ class Worker:
                          store=MemoryStore(graph, vectors), clock=self.clock,
                          bootstrap=self.bootstrap, ops=self.metrics,
                          command_handlers=dict.fromkeys(("replay", "promote", "drop_views"),
-                                                        run_replay_command))
+                                                        ReplayCommands(replay_stages()).run))
         return self.deps
 
     async def start(self) -> None:
@@ -137,13 +142,20 @@ class Worker:
 
         self.app.task(reap)
         if s.kafka.log_watch_s > 0:
+            from memstream.local.broker import LOOPBACK, broker_data_dir
+            from memstream.local.broker_snapshot import preserve
+
             watch = LogWatch(s, self.bootstrap)
             embedded = not s.kafka.bootstrap_servers and self.bootstrap.startswith(LOOPBACK)
-            broker_dir = broker_data_dir(s) if embedded else None
+            broker_dir = broker_data_dir(s)
+
+            def keep_last_good() -> None:  # the embedded broker's data file, while it is whole
+                preserve(broker_dir)
 
             async def watch_log_ends() -> None:  # a broker that lost records is noticed
                 try:
-                    await watch.record_forever(s.data_dir, s.kafka.log_watch_s, broker_dir)
+                    await watch.record_forever(s.data_dir, s.kafka.log_watch_s,
+                                               keep_last_good if embedded else None)
                 finally:
                     await watch.close()
 
@@ -187,6 +199,13 @@ class Worker:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def replay_stages() -> ReplayStages:
+    """The live stages' logic, as a replay drives it (the one place that names them all)."""
+    return ReplayStages(add_memories=add_memories, extract_chunk=extract_chunk,
+                        run_command=run_command, apply_replacements=apply_replacements,
+                        optimizer=InlineOptimizer)
 
 
 def register_stages(bound: BoundTopics, deps: Deps, progress: Progress) -> dict[str, StageStats]:

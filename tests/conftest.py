@@ -23,6 +23,23 @@ pytest_plugins = [
 ]
 
 
+# --- test tiers ------------------------------------------------------------------------
+# The quick tier (``pytest -m quick``) is the inner loop: pure logic and the store contract
+# suite on the embedded and in-memory stores. The real Milvus server's branch (40 s to start)
+# and everything needing a broker or a whole pipeline run in the full suite only.
+QUICK_FOLDERS = ("unit", "contract")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.nodeid.split("/")
+        if len(parts) < 2 or parts[0] != "tests" or parts[1] not in QUICK_FOLDERS:
+            continue
+        if "milvus-server" in item.nodeid or any("milvus_server" in f for f in item.fixturenames):
+            continue
+        item.add_marker(pytest.mark.quick)
+
+
 def _print_stack(thread: str, stack: list[str], last: int) -> None:
     print(f"--- thread {thread}", file=sys.stderr)
     print("".join(stack[-last:]), end="", file=sys.stderr)

@@ -68,11 +68,13 @@ from memstream.topics.registry import (
     SCHEDULE_ANSWER,
     SCHEDULE_QUERY,
     TopicSpec,
+    consumer_group,
 )
 from memstream.topics.replies import ReplyListener
 from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
+from memstream.topics.workers import WorkerProbe
 
 log = logging.getLogger("memstream.client")
 
@@ -96,6 +98,10 @@ SCHEDULE_TOPICS = {"query": SCHEDULE_QUERY, "answer": SCHEDULE_ANSWER, "add": SC
 
 # How long a history read waits for records it knows are there before it gives up.
 HISTORY_STALL_S = 30.0
+# A reply this late makes the client ask whether any worker is in the request group; a
+# second look after a worker had time to join, then "no worker is running" (within ~3 s).
+NO_WORKER_FIRST_LOOK_S = 1.0
+NO_WORKER_SECOND_LOOK_S = 1.5
 
 
 class MemoryClient:
@@ -110,6 +116,7 @@ class MemoryClient:
         self._replies_lock = asyncio.Lock()  # concurrent first requests start one listener
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
         self._keys: Path | None = None  # the key directory this client activated
+        self._probe: WorkerProbe | None = None  # asks whether a worker is there
 
     @property
     def bootstrap(self) -> str:
@@ -123,7 +130,7 @@ class MemoryClient:
 
     async def start(self) -> None:
         if self._bootstrap is None:
-            from memstream.topics.broker import running_broker
+            from memstream.local.broker import running_broker
             from memstream.topics.datadir import find_data_dir
 
             # the stack `memstream up` started here or in a parent directory
@@ -153,6 +160,9 @@ class MemoryClient:
         replies, self._replies = self._replies, None
         if replies is not None:
             await replies.close()  # bounded inside
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            await probe.close()
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -280,7 +290,7 @@ class MemoryClient:
         try:
             async with asyncio.timeout(timeout):  # the send and the answer, together
                 await self.publish(REQUESTS, request)
-                reply = await future
+                reply = await self._answer(future)
         except TimeoutError as exc:
             raise ClientError(f"no reply to {type(request).__name__} within {timeout}s; "
                               "is a worker running?") from exc
@@ -291,6 +301,22 @@ class MemoryClient:
             raise MemoryServiceError(error.type if error else "Error",
                                      error.message if error else "unknown error")
         return reply
+
+    async def _answer(self, future: asyncio.Future[Reply]) -> Reply:
+        """The reply; when it is late, whether any worker is there to send it: none (after
+        a second look, a worker may be joining) fails at once instead of at the timeout."""
+        for wait in (NO_WORKER_FIRST_LOOK_S, NO_WORKER_SECOND_LOOK_S):
+            done, _ = await asyncio.wait({future}, timeout=wait)
+            if done:
+                return future.result()
+            if self._probe is None:
+                self._probe = WorkerProbe(self.bootstrap, consumer_group(self.settings, REQUESTS))
+            members = await self._probe.members()
+            if members is None or members.live:
+                return await future
+        assert members is not None  # noqa: S101 - the loop returned otherwise
+        raise ClientError(f"no worker is running: {members.describe()}; start one with "
+                          "`memstream up` (or `memstream worker`)")
 
     async def search(
         self,
@@ -341,7 +367,8 @@ class MemoryClient:
         nodes: list[MemoryItem] = []
         offset: int | None = 0
         while offset is not None and (limit is None or len(nodes) < limit):
-            want = 10_000 if limit is None else min(10_000, limit - len(nodes))
+            page_size = self.settings.limits.page_nodes  # what one reply may carry
+            want = page_size if limit is None else min(page_size, limit - len(nodes))
             page = await self.get_all_page(user_id, cube_id, memory_type, include_inactive,
                                            offset, want, timeout)
             nodes += page.nodes

@@ -24,18 +24,14 @@ from pydantic import (
 
 from memstream.topics.models import (
     Edge,
-    HierarchyLevel,
     ItemMemoryType,
+    MemoryDescription,
     MemoryItem,
     MemoryType,
-    NodeType,
     SearchMemoryType,
-    SourceKind,
-    SourceRef,
     Status,
     StoredMemoryType,
     Subgraph,
-    Visibility,
     _check_identifier,
     utcnow,
 )
@@ -136,28 +132,17 @@ class Origin(BaseModel):
     offset: int
 
 
-class ExtractedMemory(Event):
-    """One candidate memory with its provenance, bound for the add/merge stage.
+class ExtractedMemory(Event, MemoryDescription):
+    """One candidate memory with its provenance, bound for the add/merge stage; what it says
+    about itself (key, tags, sources, …) is ``MemoryDescription``, as on the stored node.
 
     ``id`` is deterministic for extracted memories (cube + source message ids +
     item index) so a replayed chunk upserts the same node.
     """
 
     id: str | None = None
-    session_id: str | None = None
     memory: str = Field(min_length=1)
-    key: str = ""
     memory_type: ItemMemoryType = "LongTermMemory"
-    type: NodeType = "fact"
-    tags: tuple[str, ...] = ()
-    entities: tuple[str, ...] = ()
-    hierarchy_level: HierarchyLevel = "fact"
-    background: str = ""
-    source: SourceKind = "conversation"
-    sources: tuple[SourceRef, ...] = ()
-    confidence: float = Field(default=80.0, ge=0, le=100)
-    visibility: Visibility = "private"
-    memory_time: AwareDatetime | None = None
     origin: Origin | None = None
     # Position of this item among those extracted from the same chunk.
     chunk_event_id: str | None = None
@@ -174,6 +159,7 @@ class UpdateNode(Event):
     memory: str | None = None
     key: str | None = None
     tags: tuple[str, ...] | None = None
+    background: str | None = None  # e.g. the JSON value of a LangGraph store item
     status: Status | None = None
     frozen: bool | None = None
 

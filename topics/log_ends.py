@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +26,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from memstream.topics.broker_snapshot import preserve
 from memstream.topics.models import utcnow
 from memstream.topics.registry import (
     CONVERSATIONS,
@@ -213,16 +212,17 @@ class LogWatch:
         return Ledger(utcnow(), ends, committed)
 
     async def record_forever(self, data_dir: Path, interval_s: float = 0.5,
-                             broker_dir: Path | None = None) -> None:
+                             every_few: Callable[[], object] | None = None) -> None:
         """The worker's task: keep ``log-ends.json`` current; a drop seen between two
         observations (a broker restarted under a running worker) is reported at once.
-        ``broker_dir``: the embedded broker's, whose last good data file is refreshed too."""
+        ``every_few``: called every ``PRESERVE_EVERY`` observations (the embedded broker's
+        last good data file is refreshed so)."""
         previous = read_ledger(data_dir)
         ticks = 0
         while True:
             ticks += 1
-            if broker_dir is not None and ticks % PRESERVE_EVERY == 0:
-                preserve(broker_dir)
+            if every_few is not None and ticks % PRESERVE_EVERY == 0:
+                every_few()
             try:
                 now = await self.observe()
             except (KafkaError, OSError, TimeoutError) as exc:

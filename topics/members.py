@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.group import LeaveGroupRequest
 
-from memstream.topics.broker_process import pid_alive
+from memstream.local.processes import pid_alive
 
 log = logging.getLogger(__name__)
 

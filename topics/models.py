@@ -7,7 +7,7 @@ embedding lives in the vector store, never on the node.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
@@ -37,18 +37,7 @@ EdgeType = Literal[
     "INFERRED_FROM",
     "EXTRACTED_FROM",
 ]
-EDGE_TYPES: tuple[EdgeType, ...] = (
-    "PARENT",
-    "RELATE_TO",
-    "MERGED_TO",
-    "CAUSE",
-    "CONDITION",
-    "CONFLICT",
-    "FOLLOWS",
-    "AGGREGATE_TO",
-    "INFERRED_FROM",
-    "EXTRACTED_FROM",
-)
+EDGE_TYPES: tuple[EdgeType, ...] = get_args(EdgeType)
 # Lineage edges record where a node came from; they stay put when nodes merge.
 # EXTRACTED_FROM: an extracted memory -> the episode (chat chunk) it was extracted from.
 LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset(
@@ -111,12 +100,11 @@ class UsageRecord(Frozen):
     query: str | None = None
 
 
-class MemoryMetadata(Frozen):
-    user_id: str
-    cube_id: str
+class MemoryDescription(Frozen):
+    """What a memory says about itself, the same on an extracted item (``memory.items``) and
+    on the stored node's metadata: declared once, so the two cannot drift apart."""
+
     session_id: str | None = None
-    memory_type: MemoryType
-    status: Status = "activated"
     type: NodeType = "fact"
     key: str = ""
     tags: tuple[str, ...] = ()
@@ -127,9 +115,20 @@ class MemoryMetadata(Frozen):
     sources: tuple[SourceRef, ...] = ()
     confidence: float = Field(default=80.0, ge=0, le=100)
     visibility: Visibility = "private"
+    memory_time: AwareDatetime | None = None
+
+    def description(self) -> dict[str, Any]:
+        """These fields by name (values as they are, not serialised), to build the other."""
+        return {name: getattr(self, name) for name in MemoryDescription.model_fields}
+
+
+class MemoryMetadata(MemoryDescription):
+    user_id: str
+    cube_id: str
+    memory_type: MemoryType
+    status: Status = "activated"
     created_at: AwareDatetime = Field(default_factory=utcnow)
     updated_at: AwareDatetime = Field(default_factory=utcnow)
-    memory_time: AwareDatetime | None = None
     usage: tuple[UsageRecord, ...] = ()
     frozen: bool = False
     # For WorkingMemory copies: the long-term node this copy mirrors.
@@ -193,3 +192,5 @@ class CubeGraph(Frozen):
     nodes: tuple[MemoryItem, ...] = ()
     edges: tuple[Edge, ...] = ()
     vectors: dict[str, list[float]] = Field(default_factory=dict)
+    # who owned the cube when it was dumped: a restore writes the cube as that user
+    owner: str | None = None

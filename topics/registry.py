@@ -138,7 +138,7 @@ ALL_TOPICS: tuple[TopicSpec, ...] = (
 )
 BY_SUFFIX: dict[str, TopicSpec] = {spec.suffix: spec for spec in ALL_TOPICS}
 
-# Topics served by a request lane (``streams/lane.py``) in a consumer group of their own,
+# Topics served by a request lane (``streams/runtime/lane.py``) in a consumer group of their own,
 # apart from the stages' group (``Settings.app_id``).
 LANE_TOPICS: tuple[TopicSpec, ...] = (REQUESTS,)
 

@@ -155,7 +155,7 @@ class UIServer:
 async def serve(settings: Settings, user_id: str, cube_id: str, host: str, port: int,
                 on_ready: Callable[[str], None]) -> None:
     """Run the page until Ctrl-C or SIGTERM."""
-    from memstream.services import status as service_status
+    from memstream.local.services import status as service_status
     from memstream.sinks.graph_factory import create_graph_store
 
     graph_uri = settings.graph.uri or (await service_status(settings.data_dir)).graph

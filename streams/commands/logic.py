@@ -18,7 +18,7 @@ from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
 from memstream.streams.ops.access import share
-from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
     BackupCube,
     DeleteCube,
@@ -63,7 +63,7 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
     if node is None:
         raise CommandRejected(f"node {cmd.node_id} not found in cube {cmd.cube_id}")
     changes: dict[str, Any] = {"updated_at": cmd.occurred_at}
-    for name in ("key", "tags", "status", "frozen"):
+    for name in ("key", "tags", "background", "status", "frozen"):
         if (value := getattr(cmd, name)) is not None:
             changes[name] = value
     updated = node.evolve(**changes)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError
 from memstream.topics.events import Event, FreezeNodes, LifecycleSweep, MemoryUpdate, UnfreezeNodes
 from memstream.topics.ids import derived_event_id, working_copy_id
 from memstream.topics.models import MemoryItem, MemoryType

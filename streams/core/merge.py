@@ -7,7 +7,9 @@ node's id, and the old node is archived with a ``MERGED_TO`` edge to it and its
 other edges moved over. A pair about different subjects (``streams.core.subjects``) is never
 merged, before and regardless of the judge. Otherwise only the judge decides: with this
 embedder, different facts often score above the merge threshold. If the judge fails, the
-threshold decides; if fusion fails, a hard update keeps the newer statement.
+threshold decides; if fusion fails, a hard update keeps the newer statement. Without a
+model (``rules``) a contradiction is only suspected: both stay activated, linked by a
+``CONFLICT`` edge (``streams.core.conflicts``, SPEC §9).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
-from memstream.streams.core.subjects import different_subjects
+from memstream.streams.core.conflicts import guesses
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
     RELATION_JUDGE,
@@ -26,7 +28,8 @@ from memstream.streams.prompts.conflict import (
     Relation,
 )
 from memstream.streams.prompts.fusion import FUSION, FusionContext
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
+from memstream.streams.text.subjects import different_subjects
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 
@@ -61,12 +64,15 @@ def _union(*groups: Sequence[str]) -> tuple[str, ...]:
 async def find_conflict(
     node: MemoryItem, vector: Sequence[float], deps: Deps, later: frozenset[str] = frozenset(),
     frozen: list[tuple[MemoryItem, str]] | None = None,
+    suspected: list[tuple[MemoryItem, str]] | None = None,
 ) -> tuple[MemoryItem, float, Relation, str] | None:
     """The first candidate (most similar first) the judge finds redundant or contradictory.
 
     ``later``: nodes of the same batch that come after this one; they are newer, so they
     are compared with this node when their turn comes, not now. A frozen candidate is never
     merged: when the judge would have merged it, it goes to ``frozen`` with the verdict.
+    Without a model a contradiction is a guess (SPEC §9): never merged, it goes to
+    ``suspected`` with the reason, for a ``CONFLICT`` edge.
     """
     cfg = deps.settings.memory
     md = node.metadata
@@ -98,7 +104,10 @@ async def find_conflict(
             redundant = score >= cfg.merge_threshold
             relation = "redundant" if redundant else "independent"
             reason = f"judge failed ({exc.task}); similarity {score:.3f} decided"
-        if relation != "independent" and candidate.metadata.frozen and frozen is not None:
+        if relation == "contradictory" and guesses(deps):
+            if suspected is not None:
+                suspected.append((candidate, reason))
+        elif relation != "independent" and candidate.metadata.frozen and frozen is not None:
             frozen.append((candidate, f"{relation}: {reason}"))
         elif relation != "independent":
             return candidate, score, relation, reason

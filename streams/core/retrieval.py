@@ -15,6 +15,7 @@ import numpy as np
 
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.filters import names_status, parse_search_filter
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.search import (
@@ -26,7 +27,7 @@ from memstream.streams.prompts.search import (
     ReasonerContext,
     fallback_ids_from_text,
 )
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ScoredMemory, SearchRequest
 from memstream.topics.models import MemoryItem, MemoryType
 
@@ -330,9 +331,10 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             shortlist = await materialize(req, deps, ranked, candidates, filters,
                                           max(req.top_k * 2, 10))
-            return dedupe(await reason(req, deps, shortlist))[: req.top_k], goal.mode_used
-        return (await materialize(req, deps, ranked, candidates, filters, req.top_k),
-                goal.mode_used)
+            picked = dedupe(await reason(req, deps, shortlist))[: req.top_k]
+            return await newer_first(deps, req.cube_id, picked), goal.mode_used
+        found = await materialize(req, deps, ranked, candidates, filters, req.top_k)
+        return await newer_first(deps, req.cube_id, found), goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from memstream.streams.runtime import Deps, Outgoing, PermanentError, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
     Event,
     MemoryUpdate,

@@ -24,8 +24,8 @@ from pathlib import Path
 import diskcache
 import numpy as np
 
+from memstream.streams import metering
 from memstream.streams.embed.port import Embedder, Vectors
-from memstream.streams.ops import metering
 
 log = logging.getLogger("memstream.embed.cache")
 MB = 1024 * 1024

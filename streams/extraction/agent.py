@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memstream.streams.app import BoundTopics, register_stage
 from memstream.streams.extraction.logic import STAGE, extract
-from memstream.streams.runtime import Deps, StageStats
+from memstream.streams.runtime.stage import Deps, StageStats
 from memstream.topics.registry import CONVERSATIONS
 
 

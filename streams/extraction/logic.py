@@ -17,8 +17,8 @@ from memstream.streams.prompts.extraction import (
     ExtractionMessage,
     ExtractionResponse,
 )
-from memstream.streams.prompts.textutil import tags_for
-from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, Record
+from memstream.streams.text.words import tags_for
 from memstream.topics.events import ConversationChunk, ExtractedMemory, Message, Origin
 from memstream.topics.ids import chunk_source_key, derived_event_id, episode_id, memory_id
 from memstream.topics.models import SourceRef, parse_iso_time

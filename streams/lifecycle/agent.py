@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import faust
 
 from memstream.streams.app import BoundTopics
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import LifecycleSweep, WriteToken
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import MEMORY_COMMANDS

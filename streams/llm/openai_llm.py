@@ -15,10 +15,10 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import ValidationError
 
+from memstream.streams import metering
 from memstream.streams.llm.jsonfix import JSONRecoveryError, recover_json
 from memstream.streams.llm.openai_client import openai_client, status_message
 from memstream.streams.llm.port import ChatMessage, Ctx, LLMError, LLMUsage, Resp, Task
-from memstream.streams.ops import metering
 from memstream.topics.settings import LLMSettings
 
 log = logging.getLogger(__name__)

@@ -1,36 +1,21 @@
 """The LLM port: one typed call per task.
 
-A ``Task`` bundles what a stage needs from a model: a typed context, a
-``render`` that turns it into chat messages, the pydantic model the answer
-must validate against, and a deterministic ``rules`` stand-in. The ``openai``
-provider renders and calls a model; the ``rules`` provider calls the stand-in.
+A ``Task`` bundles what a stage needs from a model: a typed context, a ``render`` that turns
+it into chat messages, and the pydantic model the answer must validate against. Tasks and
+their message types live with the prompts (``streams.prompts.promptkit``) and are named here
+too, for the providers. The ``openai`` provider renders and calls a model; the ``rules``
+provider calls the deterministic stand-in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypedDict, TypeVar
+from typing import Protocol
 
-from pydantic import BaseModel
-
-
-class ChatMessage(TypedDict):
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-Ctx = TypeVar("Ctx", bound=BaseModel)
-Resp = TypeVar("Resp", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class Task(Generic[Ctx, Resp]):
-    """A model task: typed context in, validated response out."""
-
-    name: str
-    render: Callable[[Ctx], list[ChatMessage]]
-    response: type[Resp]
+from memstream.streams.prompts.promptkit import ChatMessage as ChatMessage
+from memstream.streams.prompts.promptkit import Ctx as Ctx
+from memstream.streams.prompts.promptkit import Resp as Resp
+from memstream.streams.prompts.promptkit import Task as Task
 
 
 class LLMError(RuntimeError):

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from memstream.sinks.memory_store import EmbedNodes
+from memstream.streams.core.conflicts import conflict_edges, linked, recorded_conflicts
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import (
     HARD_UPDATE,
@@ -27,8 +28,8 @@ from memstream.streams.core.merge import (
     resolve,
 )
 from memstream.streams.core.working_memory import working_copy
-from memstream.streams.prompts.textutil import short_title
-from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, Record
+from memstream.streams.text.words import short_title
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
@@ -53,26 +54,13 @@ def build_node(item: ExtractedMemory) -> MemoryItem:
     return MemoryItem(
         id=node_id_for(item),
         memory=item.memory,
-        metadata=MemoryMetadata(
-            user_id=item.user_id,
-            cube_id=item.cube_id,
-            session_id=item.session_id,
-            memory_type=item.memory_type,
-            status="activated",
-            type=item.type,
-            key=item.key or short_title(item.memory),
-            tags=item.tags,
-            entities=item.entities,
-            hierarchy_level=item.hierarchy_level,
-            background=item.background,
-            source=item.source,
-            sources=item.sources,
-            confidence=item.confidence,
-            visibility=item.visibility,
-            created_at=stamp,
-            updated_at=stamp,
-            memory_time=item.memory_time,
-        ),
+        metadata=MemoryMetadata(**{
+            **item.description(),
+            "key": item.key or short_title(item.memory),
+            "user_id": item.user_id, "cube_id": item.cube_id,
+            "memory_type": item.memory_type, "status": "activated",
+            "created_at": stamp, "updated_at": stamp,
+        }),
     )
 
 
@@ -221,29 +209,34 @@ async def decide(
         if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
             await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
     spared: list[tuple[MemoryItem, str]] = []  # frozen nodes the judge would have merged
+    suspected: list[tuple[MemoryItem, str]] = []  # rules mode: contradictions kept apart
     if merge is None:
-        found = await find_conflict(node, row, deps, frozen=spared)
+        found = await find_conflict(node, row, deps, frozen=spared, suspected=suspected)
         if found is not None:
             old, _score, relation, reason = found
             merge = await resolve(old, node, row, relation, reason, deps)
     refusals = [refused(f, node.id, f"merge with {node.id}", why, base, node.id)
                 for f, why in spared]
+    # Recorded before the node is activated, like a merge decision: a redelivery re-decides.
+    if conflicts := conflict_edges(node, suspected):
+        await deps.store.add_edges(cube_id, conflicts)
     if merge is None:
         # Working copy and the node's activation in one write: activation marks it decided.
         await deps.store.write([(working_copy(node), row), (node, row)])
-        return [*refusals, added(node, base)]
+        return [*refusals, added(node, base), *linked(conflicts, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     await apply(merge, deps, decided_by=node.id, extra=extra)
-    return [*refusals, *merged(merge, base, node.id)]
+    return [*refusals, *merged(merge, base, node.id), *linked(conflicts, base)]
 
 
 async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
     """A node decided by an earlier attempt: finish its units and announce it again."""
     cube_id = node.metadata.cube_id
     recorded = await recorded_merge(deps, cube_id, node.id)
+    conflicts = linked(await recorded_conflicts(deps, cube_id, node.id), base)
     if recorded is None:
         await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)], embed_nodes(deps))
-        return [added(node, base)]
+        return [added(node, base), *conflicts]
     edge, note = recorded
     found = {n.id: n for n in await deps.query.get_nodes(cube_id, [edge.target, edge.source])}
     kept, archived = found.get(edge.target), found.get(edge.source)
@@ -259,7 +252,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
                   relation, reason, reason.endswith(HARD_UPDATE))
     if kept.metadata.status == "activated":
         await finish(merge, deps)
-    return merged(merge, base, node.id)
+    return [*merged(merge, base, node.id), *conflicts]
 
 
 def embed_nodes(deps: Deps) -> EmbedNodes:

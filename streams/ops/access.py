@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from memstream.streams.runtime import Deps, PermanentError, Record
+from memstream.streams.runtime.stage import Deps, PermanentError, Record
 from memstream.topics.access import CubeAccess
 from memstream.topics.events import DumpCube, LifecycleSweep, ShareCube, UnshareCube
 

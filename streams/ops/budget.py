@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from memstream.streams import metering
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.streams.llm.rules import stand_in
-from memstream.streams.ops import metering
-from memstream.streams.ops.metering import BudgetNotice
-from memstream.streams.runtime import PermanentError
+from memstream.streams.metering import BudgetNotice
+from memstream.streams.runtime.stage import PermanentError
 from memstream.topics.settings import GovernanceSettings
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import RequestBase, SearchRequest
 
 log = logging.getLogger("memstream.governance")

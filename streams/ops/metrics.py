@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from memstream.topics.settings import Settings
 
 if TYPE_CHECKING:
-    from memstream.streams.runtime import StageStats
+    from memstream.streams.runtime.stage import StageStats
 
 log = logging.getLogger("memstream.metrics")
 

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.members import (
     MemberNote,
     clean_tag_list,
     members_block,
     one_line,
 )
-from memstream.streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, language_rule, nonblank
+from memstream.streams.prompts.promptkit import (
+    JSON_ONLY,
+    JSON_ONLY_TAIL,
+    ChatMessage,
+    Task,
+    language_rule,
+    nonblank,
+)
 
 
 class AggregateContext(BaseModel):

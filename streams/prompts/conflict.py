@@ -10,24 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
+from memstream.streams.prompts.promptkit import ChatMessage, Task
+from memstream.streams.prompts.promptkit import MemoryStatement as MemoryStatement
 
 Relation = Literal["contradictory", "redundant", "independent"]
 REASON_MAX_CHARS = 300
-
-
-class MemoryStatement(BaseModel):
-    """One side of a pair: the stored text with its title, tags, entities and update time."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str = Field(min_length=1)
-    key: str = ""
-    tags: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
-    updated_at: AwareDatetime
 
 
 class JudgeContext(BaseModel):
@@ -164,8 +153,6 @@ def render(ctx: JudgeContext) -> list[ChatMessage]:
         {"role": "system", "content": _JUDGE_SYSTEM},
         {"role": "user", "content": user},
     ]
-
-
 
 
 RELATION_JUDGE: Task[JudgeContext, JudgeResponse] = Task(

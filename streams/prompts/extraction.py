@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
-from memstream.streams.prompts.textutil import detect_language
+from memstream.streams.prompts.promptkit import ChatMessage, Task
+from memstream.streams.text.words import detect_language
 from memstream.topics.models import StoredMemoryType
 
 ItemType = Literal["fact", "event", "opinion", "procedure"]

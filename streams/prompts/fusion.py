@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.conflict import (
     MemoryStatement,
     Relation,
     describe_memory,
     newer_label,
 )
-from memstream.streams.prompts.textutil import short_title
+from memstream.streams.prompts.promptkit import ChatMessage, Task
+from memstream.streams.text.words import short_title
 
 MAX_TAGS = 10
 

@@ -13,9 +13,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.members import is_generic
-from memstream.streams.prompts.promptkit import JSON_ONLY, JSON_ONLY_TAIL, clip, language_rule
+from memstream.streams.prompts.promptkit import (
+    JSON_ONLY,
+    JSON_ONLY_TAIL,
+    ChatMessage,
+    Task,
+    clip,
+    language_rule,
+)
 from memstream.streams.prompts.relations import (
     RelationContext,
     RelationNode,
@@ -23,8 +29,8 @@ from memstream.streams.prompts.relations import (
     describe_node,
     resolved_direction,
 )
-from memstream.streams.prompts.relevance import TextIndex, query_terms
-from memstream.streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.text.relevance import TextIndex, query_terms
+from memstream.streams.text.words import is_mostly_chinese
 
 EN_PREFIX = "It can be inferred that"
 ZH_PREFIX = "可以推断"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memstream.streams.prompts.fusion import fallback_key
 from memstream.streams.prompts.promptkit import clean_strings, clip, nonblank
-from memstream.streams.prompts.textutil import EN_STOPWORDS, is_mostly_chinese, tags_for, words_of
+from memstream.streams.text.words import EN_STOPWORDS, is_mostly_chinese, tags_for, words_of
 from memstream.topics.models import MemoryItem
 
 # Kinds of memory, not subjects (the extraction stand-in adds the first line as category tags).

@@ -7,10 +7,33 @@ cleaned, should read the same in every task.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Literal, TypedDict, TypeVar
 
-from memstream.streams.prompts.textutil import detect_language
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from memstream.streams.text.words import detect_language
+from memstream.topics.models import MemoryItem
+
+
+class ChatMessage(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+Ctx = TypeVar("Ctx", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Task(Generic[Ctx, Resp]):
+    """A model task: typed context in, validated response out."""
+
+    name: str
+    render: Callable[[Ctx], list[ChatMessage]]
+    response: type[Resp]
 
 JSON_ONLY = "Answer with one JSON object and nothing else, no markdown fences:"
 JSON_ONLY_TAIL = "Answer with the JSON object only."
@@ -79,3 +102,33 @@ def clean_strings(value: Any) -> Any:
             seen.add(text.lower())
             out.append(text)
     return out
+
+
+class MemoryStatement(BaseModel):
+    """One stored memory as a task sees it: text, title, tags, entities, when it happened,
+    when it was last written, and its session. The conflict judge and the relation tasks
+    both read memories in this one shape."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str = Field(min_length=1)
+    key: str = ""
+    tags: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    memory_time: AwareDatetime | None = None
+    updated_at: AwareDatetime
+    session_id: str | None = None
+
+    _clean = field_validator("tags", "entities", mode="before")(nonblank)
+
+    @classmethod
+    def of(cls, item: MemoryItem) -> MemoryStatement:
+        meta = item.metadata
+        return cls(text=item.memory, key=meta.key, tags=list(meta.tags),
+                   entities=list(meta.entities), memory_time=meta.memory_time,
+                   updated_at=meta.updated_at, session_id=meta.session_id)
+
+    @property
+    def when(self) -> datetime:
+        """When it happened if known, else when it was last written."""
+        return self.memory_time or self.updated_at

@@ -9,20 +9,19 @@ its ``rules`` stand-in is ``streams.llm.rules.relations``.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.promptkit import (
     JSON_ONLY,
     JSON_ONLY_TAIL,
+    ChatMessage,
+    MemoryStatement,
+    Task,
     clip,
     language_rule,
-    nonblank,
 )
-from memstream.topics.models import MemoryItem
 
 Relation = Literal["CAUSE", "CONDITION", "RELATE", "CONFLICT", "NONE"]
 Direction = Literal["new_to_old", "old_to_new"]
@@ -30,39 +29,7 @@ DIRECTED: frozenset[str] = frozenset({"CAUSE", "CONDITION"})
 REASON_MAX_CHARS = 300
 
 
-class RelationNode(BaseModel):
-    """One memory of the pair: text, title, tags, entities, when it happened, its session."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str = Field(min_length=1)
-    key: str = ""
-    tags: list[str] = Field(default_factory=list)
-    entities: list[str] = Field(default_factory=list)
-    memory_time: AwareDatetime | None = None
-    updated_at: AwareDatetime
-    session_id: str | None = None
-
-    _clean = field_validator("tags", "entities", mode="before")(nonblank)
-
-    @classmethod
-    def of(cls, item: MemoryItem) -> RelationNode:
-        """The node as the relation tasks see it."""
-        meta = item.metadata
-        return cls(
-            text=item.memory,
-            key=meta.key,
-            tags=list(meta.tags),
-            entities=list(meta.entities),
-            memory_time=meta.memory_time,
-            updated_at=meta.updated_at,
-            session_id=meta.session_id,
-        )
-
-    @property
-    def when(self) -> datetime:
-        """When it happened if known, else when it was last written."""
-        return self.memory_time or self.updated_at
+RelationNode = MemoryStatement  # the relation tasks' name for one memory of the pair
 
 
 class RelationContext(BaseModel):
@@ -224,12 +191,6 @@ def render(ctx: RelationContext) -> list[ChatMessage]:
         {"role": "system", "content": system},
         {"role": "user", "content": user},
     ]
-
-
-
-
-
-
 
 
 RELATION_DETECTOR: Task[RelationContext, RelationResponse] = Task(

@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.promptkit import (
     JSON_ONLY,
     JSON_ONLY_TAIL,
+    ChatMessage,
+    Task,
     clean_strings,
     clip,
     language_rule,
@@ -24,7 +25,6 @@ from memstream.streams.prompts.promptkit import (
     numbered,
     queries_block,
 )
-from memstream.streams.prompts.relevance import TextIndex, covered, query_terms
 from memstream.streams.prompts.scheduler_rank import (
     E5_FLOOR,
     E5_FLOOR_CJK,
@@ -39,7 +39,8 @@ from memstream.streams.prompts.scheduler_rank import (
     resolve_keep,
     resolve_order,
 )
-from memstream.streams.prompts.textutil import EN_STOPWORDS, detect_language, words_of
+from memstream.streams.text.relevance import TextIndex, covered, query_terms
+from memstream.streams.text.words import EN_STOPWORDS, detect_language, words_of
 
 __all__ = [
     "E5_FLOOR",

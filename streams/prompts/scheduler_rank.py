@@ -13,17 +13,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
 from memstream.streams.prompts.promptkit import (
     ANY_LANGUAGE,
     JSON_ONLY,
     JSON_ONLY_TAIL,
+    ChatMessage,
+    Task,
     nonblank,
     numbered,
     queries_block,
 )
-from memstream.streams.prompts.relevance import overlap, query_terms
-from memstream.streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.text.relevance import overlap, query_terms
+from memstream.streams.text.words import is_mostly_chinese
 
 # Cosine floors for multilingual-e5-small (query embedding vs passage embedding) on short
 # third-person memories, measured on 13 queries x 28 memories: English and cross-language pairs

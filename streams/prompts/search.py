@@ -14,8 +14,14 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from memstream.streams.llm.port import ChatMessage, Task
-from memstream.streams.prompts.promptkit import JSON_ONLY_TAIL, clean_strings, clip, language_rule
+from memstream.streams.prompts.promptkit import (
+    JSON_ONLY_TAIL,
+    ChatMessage,
+    Task,
+    clean_strings,
+    clip,
+    language_rule,
+)
 
 GoalType = Literal["retrieval", "qa", "generation"]
 

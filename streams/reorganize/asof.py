@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from memstream.sinks.ports import Filter
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.models import MemoryItem, MemoryType, StoredMemoryType
 
 Position = tuple[datetime, str]

@@ -52,7 +52,7 @@ import numpy.typing as npt
 from sklearn.cluster import AgglomerativeClustering
 from sklearn.metrics import silhouette_score
 
-from memstream.streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.text.words import is_mostly_chinese
 
 FloatArray = npt.NDArray[np.floating[Any]]
 IntArray = npt.NDArray[np.intp]

@@ -29,7 +29,7 @@ from memstream.streams.prompts.relations import (
 )
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import centrality
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryMetadata

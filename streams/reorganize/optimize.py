@@ -18,8 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from memstream.streams import metering
 from memstream.streams.llm.port import LLMError
-from memstream.streams.ops import metering
 from memstream.streams.prompts.members import MemberNote
 from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from memstream.streams.reorganize import asof
@@ -31,7 +31,7 @@ from memstream.streams.reorganize.clustering import (
     language_labels,
 )
 from memstream.streams.reorganize.logic import complete, written_by
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType

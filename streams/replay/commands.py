@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from memstream.streams.replay.logic import replay_cube
-from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.streams.replay.stages import ReplayStages
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError
 from memstream.topics.events import DropViews, Event, MemoryUpdate, PromoteCube, ReplayCube
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import CUBE_VIEWS, MEMORY_UPDATES
@@ -39,10 +40,21 @@ async def drop_views(cmd: DropViews, deps: Deps) -> list[Outgoing]:
         cause_event_id=cmd.event_id))]
 
 
-async def run_replay_command(cmd: Event, deps: Deps) -> list[Outgoing]:
+class ReplayCommands:
+    """The ``replay``, ``promote`` and ``drop_views`` commands, with the stages a replay runs
+    (handed to the command stage through ``Deps.command_handlers``)."""
+
+    def __init__(self, stages: ReplayStages) -> None:
+        self.stages = stages
+
+    async def run(self, cmd: Event, deps: Deps) -> list[Outgoing]:
+        return await run_replay_command(cmd, deps, self.stages)
+
+
+async def run_replay_command(cmd: Event, deps: Deps, stages: ReplayStages) -> list[Outgoing]:
     match cmd:
         case ReplayCube():
-            return await replay_cube(cmd, deps)
+            return await replay_cube(cmd, deps, stages)
         case PromoteCube():
             return await promote(cmd, deps)
         case DropViews():

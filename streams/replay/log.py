@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 
-from memstream.streams.runtime import RawRecord, Record
+from memstream.streams.runtime.stage import RawRecord, Record
 from memstream.topics.events import Origin
 from memstream.topics.registry import TopicSpec
 from memstream.topics.settings import Settings

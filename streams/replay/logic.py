@@ -32,9 +32,9 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from memstream.streams.llm.factory import create_llm
-from memstream.streams.reorganize.optimize import Scopes, run_windows
 from memstream.streams.replay.log import LogRecord, end_offsets, read_cube
-from memstream.streams.runtime import Deps, Outgoing, Record
+from memstream.streams.replay.stages import InlineOptimizer, ReplayStages
+from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.topics.events import (
     BackupCube,
     ConversationChunk,
@@ -153,8 +153,9 @@ class Announcer:
             await fut
 
 
-async def replay_cube(cmd: ReplayCube, deps: Deps) -> list[Outgoing]:
-    """Carry out one replay command; returns the final ``replayed`` announcement."""
+async def replay_cube(cmd: ReplayCube, deps: Deps, stages: ReplayStages) -> list[Outgoing]:
+    """Carry out one replay command with the live stages' logic; returns the final
+    ``replayed`` announcement."""
     target = cmd.shadow or cmd.cube_id
     run_deps = _shadow_deps(cmd, deps) if cmd.shadow else deps
     specs = _sources(cmd)
@@ -176,13 +177,13 @@ async def replay_cube(cmd: ReplayCube, deps: Deps) -> list[Outgoing]:
                                                      cmd.cube_id, specs, checkpoint.ends))
                if not isinstance(r.record.value, SKIPPED)]
     announcer = Announcer(deps, cmd, target)
-    scopes = Scopes()  # the optimizer's windows, as the live worker keeps them
+    optimizer = stages.optimizer()  # the optimizer's windows, as the live worker keeps them
     await announcer.start()
     try:
         await announcer.progress(checkpoint.applied, len(records))
         while checkpoint.applied < len(records):
             step = _next_step(records, checkpoint.applied)
-            await _apply(step, cmd, run_deps, announcer, scopes)
+            await _apply(step, cmd, run_deps, announcer, stages, optimizer)
             checkpoint.applied += len(step)
             checkpoint.save(deps, cmd.cube_id)
             await announcer.progress(checkpoint.applied, len(records))
@@ -230,14 +231,8 @@ def _next_step(records: Sequence[LogRecord], at: int) -> list[LogRecord]:
     return step
 
 
-async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps,
-                 announcer: Announcer, scopes: Scopes) -> None:
-    from memstream.streams.commands.logic import (
-        run_command,  # the command stage imports this module
-    )
-    from memstream.streams.core.working_memory import apply_replacements
-    from memstream.streams.memory.logic import add_memories
-
+async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps, announcer: Announcer,
+                 stages: ReplayStages, optimizer: InlineOptimizer) -> None:
     first = step[0]
     out: list[Outgoing] = []
     if first.spec is MEMORY_ITEMS:
@@ -245,22 +240,22 @@ async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps,
         if cmd.shadow:
             items = [_into(r, cmd.shadow) for r in items if r.value.chunk_event_id is None]
         if items:
-            out = await add_memories(items, deps)
+            out = await stages.add_memories(items, deps)
     elif first.spec is CONVERSATIONS:
-        out = await _reextract(first.record, cmd, deps, announcer)
+        out = await _reextract(first.record, cmd, deps, announcer, stages)
     elif first.spec is MEMORY_COMMANDS:
         value = first.record.value
         if isinstance(value, DeleteCube):  # erased at that point of the log: start from there
             await deps.store.clear_cube(value.cube_id)
         elif not isinstance(value, SKIPPED):
             try:
-                out = await run_command(value, deps)
+                out = await stages.run_command(value, deps)
             except Exception as exc:  # noqa: BLE001 - as live: a refused command changes nothing
                 log.info("replay of %s: command %s refused again: %s", cmd.cube_id,
                          value.event_id, exc)
     elif first.spec is WORKING_MEMORY:
-        out = await apply_replacements([first.record], deps)
-    await _reorganize(out, deps, scopes)
+        out = await stages.apply_replacements([first.record], deps)
+    await _reorganize(out, deps, optimizer)
 
 
 def _into(record: Record[Any], cube: str) -> Record[Any]:
@@ -269,39 +264,24 @@ def _into(record: Record[Any], cube: str) -> Record[Any]:
 
 
 async def _reextract(record: Record[ConversationChunk], cmd: ReplayCube, deps: Deps,
-                     announcer: Announcer) -> list[Outgoing]:
-    from memstream.streams.extraction.logic import extract_chunk
-    from memstream.streams.memory.logic import add_memories
-
+                     announcer: Announcer, stages: ReplayStages) -> list[Outgoing]:
     assert cmd.shadow is not None  # noqa: S101 - only shadow replays read conversations
     chunk = record.value.model_copy(update={"cube_id": cmd.shadow})
-    items = await extract_chunk(chunk, record.origin, deps)
+    items = await stages.extract_chunk(chunk, record.origin, deps)
     await announcer.publish_items(items)
-    return await add_memories([Record(i, record.origin, record.raw) for i in items], deps)
+    return await stages.add_memories([Record(i, record.origin, record.raw) for i in items],
+                                     deps)
 
 
-async def _reorganize(out: Sequence[Outgoing], deps: Deps, scopes: Scopes) -> None:
+async def _reorganize(out: Sequence[Outgoing], deps: Deps, optimizer: InlineOptimizer) -> None:
     """The optimizer's work (structure optimization at the same windows of event time,
     relations, FOLLOWS, aggregates; removals; merges), done in line; its announcements are
     not published again."""
-    from memstream.streams.reorganize.logic import on_add, on_merge, on_remove
-
     if not deps.settings.reorganize.enabled:
         return
     for outgoing in out:
-        event = outgoing.event
-        if not isinstance(event, ReorganizeEvent):
-            continue
-        match event.op:
-            case "add":
-                await run_windows(deps, scopes, event)
-                await on_add(event, deps)
-            case "remove":
-                await on_remove(event, deps)
-            case "merge":
-                await on_merge(event, deps)
-            case "end":
-                pass
+        if isinstance(outgoing.event, ReorganizeEvent):
+            await optimizer.apply(outgoing.event, deps)
 
 
 def _shadow_deps(cmd: ReplayCube, deps: Deps) -> Deps:

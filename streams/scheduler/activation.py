@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from memstream.streams.prompts.promptkit import clip
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.streams.scheduler.planning import current_working_memory
 from memstream.streams.scheduler.state import CubeState
 from memstream.topics.events import ActivationMemory

@@ -20,11 +20,11 @@ from typing import Any
 
 import faust
 
+from memstream.streams import metering
 from memstream.streams.app import BatchHandler, BoundTopics, register_batch_agent
 from memstream.streams.core.working_memory import SINK_STAGE, apply_replacements
-from memstream.streams.ops import metering
 from memstream.streams.ops.access import check_write
-from memstream.streams.runtime import (
+from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
     RawRecord,

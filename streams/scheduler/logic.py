@@ -27,7 +27,7 @@ from memstream.streams.prompts.scheduler import (
     fallback_decision,
     fallback_keywords,
 )
-from memstream.streams.runtime import Deps, Outgoing, PermanentError
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError
 from memstream.streams.scheduler.planning import (
     QueryVectors,
     current_working_memory,

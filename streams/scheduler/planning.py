@@ -28,7 +28,7 @@ from memstream.streams.prompts.scheduler import (
     resolve_keep,
     resolve_order,
 )
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.streams.scheduler.state import LastReplacement
 from memstream.topics.ids import working_copy_id
 

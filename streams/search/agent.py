@@ -1,6 +1,6 @@
 """Search agent: ``requests`` → replies on each request's ``reply_to``.
 
-Requests come through a request lane (``streams/lane.py``): each is answered as
+Requests come through a request lane (``streams/runtime/lane.py``): each is answered as
 soon as it arrives, concurrently with others; usage is recorded in the background
 once the reply is sent, never delaying it.
 """
@@ -11,8 +11,9 @@ import asyncio
 import logging
 
 from memstream.streams.app import BoundTopics
-from memstream.streams.runtime import Deps, RawRecord, StageStats
+from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
+from memstream.streams.search.replying import send_replies
 from memstream.topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")
@@ -24,7 +25,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
 
     async def handle(raw: RawRecord) -> None:
         a = await answer(raw, deps, wait)
-        await bound.send(a.outgoing)  # the reply first; usage after
+        if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
+            return
         if a.request is not None and a.used:
             task = asyncio.create_task(record_usage(deps, a.request, a.used))
             background.add(task)

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from memstream.streams import metering
 from memstream.streams.core.retrieval import search
-from memstream.streams.ops import metering
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
-from memstream.streams.runtime import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
     ErrorInfo,
@@ -156,29 +156,41 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
 
 
 def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
-    """The reply as it may be sent: at most ``limits.event_bytes`` encoded."""
+    """The reply as it may be sent: at most ``limits.event_bytes`` encoded (sealed, when
+    erasure is on: the sealed value is about 4/3 of the JSON, so a page is measured as
+    it will be sent, and cut again until it fits)."""
     size = len(REPLIES.encode(reply))
     if size <= limits.event_bytes:
         return reply
     result = reply.result
     if isinstance(result, NodesResult) and result.total is not None and result.nodes:
         empty = reply.model_copy(update={"result": result.model_copy(update={"nodes": ()})})
-        budget = limits.event_bytes - len(REPLIES.encode(empty)) - 64  # page fields' digits
+        plain = len(reply.model_dump_json().encode())
+        budget = (limits.event_bytes - len(REPLIES.encode(empty)) - 64) * plain / size
         keep, used = 0, 0
         for node in result.nodes:
             used += len(node.model_dump_json().encode()) + 1
             if used > budget:
                 break
             keep += 1
-        if keep:
+        while keep:
             end = (result.next_offset or result.total) - (len(result.nodes) - keep)
             page = result.model_copy(update={"nodes": result.nodes[:keep], "truncated": True,
                                              "next_offset": end})
-            return reply.model_copy(update={"result": page})
+            cut = reply.model_copy(update={"result": page})
+            if len(REPLIES.encode(cut)) <= limits.event_bytes:
+                return cut
+            keep = min(keep - 1, int(keep * 0.9))
+    return too_large(reply, size, limits)
+
+
+def too_large(reply: Reply, size: int, limits: LimitsSettings, why: str = "") -> Reply:
+    """An error reply in place of one too large to send, naming the limit."""
     error = LimitExceeded("encoded reply", size, limits.event_bytes, "event_bytes", "bytes")
-    log.warning("request %s: %s", reply.correlation_id, error)
+    message = f"{error}{why}; ask for less (a smaller top_k, or get_all's pages)"
+    log.warning("request %s: %s", reply.correlation_id, message)
     return reply.model_copy(update={"ok": False, "result": None, "error": ErrorInfo(
-        type=type(error).__name__, message=str(error))})
+        type=type(error).__name__, message=message)})
 
 
 def _letter(raw: RawRecord, exc: BaseException, deps: Deps) -> Outgoing:

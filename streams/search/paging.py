@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.models import MemoryItem, MemoryType, Status
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from memstream.local.falkordb import FalkorDBServer
 from memstream.sinks import cypher
 from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.local import FalkorDBServer
 from memstream.sinks.memory_graph import InMemoryGraphStore
 from memstream.sinks.neo4j import Neo4jGraphStore
 from memstream.sinks.ports import GraphStore

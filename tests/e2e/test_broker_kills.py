@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from memstream.log_report import after_start, status_report
-from memstream.stack import EmbeddedStack
-from memstream.topics.broker import recorded_pid, stop_detached
-from memstream.topics.broker_snapshot import DATA_FILE, LAST_GOOD
+from memstream.local.broker import recorded_pid, stop_detached
+from memstream.local.broker_snapshot import DATA_FILE, LAST_GOOD, preserve
+from memstream.local.log_report import after_start, status_report
+from memstream.local.stack import EmbeddedStack
 from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import WriteToken
 from memstream.topics.log_ends import LogWatch, compare, read_ledger
@@ -181,7 +181,8 @@ async def test_sigkilled_broker_never_comes_back_empty_and_losses_are_reported(
             tasks = [asyncio.create_task(publish(client, acked)),
                      asyncio.create_task(stage(settings, bootstrap)),
                      asyncio.create_task(watch.record_forever(
-                         settings.data_dir, settings.kafka.log_watch_s, broker_dir))]
+                         settings.data_dir, settings.kafka.log_watch_s,
+                         lambda: preserve(broker_dir)))]
             began = time.monotonic()
             await asyncio.sleep(rng.uniform(0.3, 4.0))  # kill at a varied point
             pid = recorded_pid(broker_dir)

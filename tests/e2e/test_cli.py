@@ -73,16 +73,3 @@ def test_add_rejects_a_file_that_is_not_messages(workdir: Path) -> None:
     assert result.returncode != 0
     assert "expected a list of messages or sessions" in result.stderr or \
         "expected messages" in result.stderr
-
-
-def test_demo_runs_the_whole_pipeline(tmp_path: Path) -> None:
-    result = run(["demo"], tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:] + result.stdout[-2000:]
-    out = result.stdout
-    assert "Memories of cube 'demo-user'" in out
-    assert "UserMemory" in out and "LongTermMemory" in out
-    assert "绿茶" in out and "shellfish" in out
-    assert "rules" in out  # the stand-in LLM is announced
-    assert "search 'What should I avoid eating?'" in out and "allergic to shellfish" in out
-    assert "working memory refresh" in out
-    assert not (tmp_path / ".memstream").exists()  # the demo keeps nothing behind

@@ -161,3 +161,27 @@ async def test_dump_backup_and_dead_letters(pipeline: Pipeline, tmp_path: Path) 
             break
     assert letters["total"] == 2  # it failed again, as it must: the payload is still bad
     assert (await run_cli(env, "dead-letters", "redrive", "x:0:1")).code == 2
+
+
+async def test_backup_of_every_cube_after_load_into_another_cube(pipeline: Pipeline,
+                                                                 tmp_path: Path) -> None:
+    """A cube loaded with ``load --cube`` belongs to the loading user: ``backup`` without
+    --user asks for it as that user (not as a user named like the cube), the file records the
+    owner, and ``restore`` loads it back as the owner."""
+    env = pipeline_env(pipeline)
+    added = await run_cli(env, "add", "--text", "I keep bees on my roof.", "--user", "alice")
+    assert added.code == 0, added.text
+    assert (await run_cli(env, "dump", "alice.json", "--user", "alice", cwd=tmp_path)).code == 0
+    loaded = await run_cli(env, "load", "alice.json", "--user", "alice", "--cube", "alice-copy",
+                           cwd=tmp_path)
+    assert loaded.code == 0, loaded.text
+    backup = await run_cli(env, "backup", str(tmp_path / "backups"))
+    assert backup.code == 0, backup.text
+    assert "backed up 2 cubes" in backup.out and "alice-copy" in backup.out
+    files = {json.loads(f.read_text(encoding="utf-8"))["cube_id"]: f
+             for f in (tmp_path / "backups").glob("*.json")}
+    assert set(files) == {"alice", "alice-copy"}
+    copy = json.loads(files["alice-copy"].read_text(encoding="utf-8"))
+    assert copy["owner"] == "alice" and any("bees" in n["memory"] for n in copy["nodes"])
+    restored = await run_cli(env, "restore", str(tmp_path / "backups"), "--cube", "alice-copy")
+    assert restored.code == 0 and "restored cube 'alice-copy'" in restored.out, restored.text

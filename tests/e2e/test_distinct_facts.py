@@ -38,7 +38,7 @@ async def by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]
     return out
 
 
-async def test_forty_distinct_facts_all_stay_activated_while_a_move_still_merges(
+async def test_forty_distinct_facts_all_stay_activated_while_a_move_is_flagged(
     pipeline: Pipeline,
 ) -> None:
     facts = distinct_facts()
@@ -47,14 +47,18 @@ async def test_forty_distinct_facts_all_stay_activated_while_a_move_still_merges
     nodes = await by_status(pipeline, "df1")
     assert sorted(n.memory for n in nodes["activated"]) == sorted(facts)
     assert "archived" not in nodes
-    # first person, as the rules extractor now stores it: a move is still one fact
+    # first person, as the rules extractor stores it: without a model a move is a suspected
+    # contradiction (SPEC §9), a CONFLICT edge between the two, both kept
     token = await pipeline.client.add_memories("df1", ["I live in Berlin."])
     await pipeline.client.wait_applied(token, timeout=60)
     token = await pipeline.client.add_memories("df1", ["I moved to Munich."])
     await pipeline.client.wait_applied(token, timeout=60)
     nodes = await by_status(pipeline, "df1")
-    assert [n.memory for n in nodes["archived"]] == ["I live in Berlin."]
-    assert len(nodes["activated"]) == len(facts) + 1
+    assert "archived" not in nodes
+    assert len(nodes["activated"]) == len(facts) + 2
+    ids = {n.memory: n.id for n in nodes["activated"]}
+    assert await pipeline.deps.store.graph.edge_exists(
+        "df1", ids["I moved to Munich."], ids["I live in Berlin."], "CONFLICT")
     # and a found fact is the right person's
     hits = await pipeline.client.search("df1", "Where does Anna Nowak live?", top_k=10)
     lives = next(f for f in facts if f.startswith("Anna Nowak lives"))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream.sinks.local import FalkorDBServer
-from memstream.topics.broker import NoidaBroker
+from memstream.local.broker import NoidaBroker
+from memstream.local.falkordb import FalkorDBServer
 from memstream.topics.events import DeleteCube, DeleteNodes
 from tests.e2e.test_erasure import read_everything
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

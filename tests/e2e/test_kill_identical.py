@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
-from memstream.sinks.local import FalkorDBServer
-from memstream.topics.broker import recorded_pid as broker_pid
-from memstream.topics.broker_process import pid_alive
+from memstream.local.broker import recorded_pid as broker_pid
+from memstream.local.falkordb import FalkorDBServer
+from memstream.local.processes import pid_alive
 from memstream.topics.client import MemoryClient
 from memstream.topics.events import (
     ConversationChunk,

@@ -67,15 +67,17 @@ async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pip
     assert active.id in {s.item.id for s in found}
 
 
-async def test_a_move_archives_the_old_place_in_english_and_chinese(pipeline: Pipeline) -> None:
+async def test_a_move_is_a_conflict_without_a_model_both_kept(pipeline: Pipeline) -> None:
+    """Rules mode never archives on a guess (SPEC §9): CONFLICT, newer → older, both kept."""
     await say(pipeline, "p2", "Alice lives in Berlin.", "Alice moved to Lisbon.")
     await say(pipeline, "p3", "用户的朋友小王住在上海。", "小王搬到了北京。")
     for cube, new_place, old_place in (("p2", "Lisbon", "Berlin"), ("p3", "北京", "上海")):
         nodes = await nodes_by_status(pipeline, cube)
-        (active,), (archived,) = nodes["activated"], nodes["archived"]
-        assert new_place in active.memory and old_place not in active.memory
-        assert old_place in archived.memory
-        assert await merged_to(pipeline, cube, archived) == [active.id]
+        assert "archived" not in nodes
+        (new,) = [n for n in nodes["activated"] if new_place in n.memory]
+        (old,) = [n for n in nodes["activated"] if old_place in n.memory]
+        assert await pipeline.deps.store.graph.edge_exists(cube, new.id, old.id, "CONFLICT")
+        assert await merged_to(pipeline, cube, old) == []
 
 
 async def test_independent_statements_are_both_kept(pipeline: Pipeline) -> None:
@@ -144,7 +146,9 @@ async def test_replaying_the_input_changes_nothing(add_stage_only: Pipeline) -> 
     after = await pipeline.deps.store.graph.export_cube("p7")
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 3
+    # the rewording merges; the two moves are CONFLICT edges without a model (SPEC §9)
+    assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 1
+    assert len([e for e in after.edges if e.type == "CONFLICT"]) == 2
     updates_after = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
     # the replay announces again what the first run announced, under the same ids
     assert len(updates_after) == 2 * len(updates_before)

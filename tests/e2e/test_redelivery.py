@@ -18,7 +18,7 @@ import pytest_asyncio
 from memstream.streams.core.merge import Merge, merge_note
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.memory.logic import add_memories, build_node, node_id_for
-from memstream.streams.runtime import Outgoing, RawRecord, Record
+from memstream.streams.runtime.stage import Outgoing, RawRecord, Record
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, Origin, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem
@@ -137,13 +137,16 @@ async def test_a_complete_node_never_announced_is_announced_under_the_same_ids(
 async def test_dropped_outputs_are_sent_by_the_redelivery_and_nothing_is_written_twice(
     quiet: Pipeline,
 ) -> None:
-    """The stage logic ran to its end (two facts, one merge); the worker died before sending."""
+    """The stage logic ran to its end (three facts, one merge, one suspected contradiction);
+    the worker died before sending."""
     p = quiet
     cube = "dropped"
-    old = item(cube, "Alice lives in Berlin.", day=0)
-    await deliver(p, old)
-    batch = (item(cube, "Alice moved to Lisbon.", day=1),
-             item(cube, "The user plays the cello.", day=2))
+    old = item(cube, "The user loves hiking in the mountains.", day=0)
+    home = item(cube, "Alice lives in Berlin.", day=0)
+    await deliver(p, old, home)
+    batch = (item(cube, "The user really enjoys mountain hiking.", day=1),
+             item(cube, "The user plays the cello.", day=2),
+             item(cube, "Alice moved to Lisbon.", day=3))
     dropped = await first_delivery_without_sends(p, *batch)
     expected = {o.event.event_id for o in dropped}
     assert {type(o.event).__name__ for o in dropped} == {"MemoryUpdate", "ReorganizeEvent"}
@@ -163,13 +166,18 @@ async def test_dropped_outputs_are_sent_by_the_redelivery_and_nothing_is_written
     merged = [u for u in await updates(p, cube) if u.action == "merged"]
     assert [(u.node_id, u.related_ids) for u in merged] == [(moved, (node_id_for(old),))]
     assert not [u for u in await updates(p, cube) if u.action == "added" and u.node_id == moved]
+    # rules mode: the move is a CONFLICT edge, announced again under the same id
+    linked = [u for u in await updates(p, cube) if u.action == "linked"]
+    assert [(u.node_id, u.related_ids) for u in linked] == [
+        (node_id_for(batch[2]), (node_id_for(home),))]
+    assert linked[0].event_id in expected
 
 
 async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) -> None:
     """Crash after the merge decision was recorded (its MERGED_TO edge), before it was
     applied: the redelivery applies that decision, and the result is an uninterrupted run's."""
     p = quiet
-    texts = ("Alice lives in Berlin.", "Alice moved to Lisbon.")
+    texts = ("The user loves hiking in the mountains.", "The user really enjoys mountain hiking.")
     reference, cube = "merge-ref", "merge-cut"
     await deliver(p, item(reference, texts[0]), item(reference, texts[1], day=1))
 
@@ -177,7 +185,7 @@ async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) ->
     await deliver(p, old)
     node = build_node(new)
     await p.deps.store.write([(node.evolve(status="generated"), await vector_of(p, node.memory))])
-    note = merge_note(Merge(node, (), build_node(old), "contradictory", "recorded", False),
+    note = merge_note(Merge(node, (), build_node(old), "redundant", "recorded", False),
                       decided_for=node.id)
     await p.deps.store.graph.add_edges(cube, [Edge(source=node_id_for(old), target=node.id,
                                              type="MERGED_TO", reason=note)])
@@ -197,7 +205,7 @@ async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) ->
     assert actions[derived_event_id("archived", node_id_for(old))] == (
         "archived", node_id_for(old))
     assert derived_event_id("added", node.id) not in actions
-    found = await p.client.search(cube, "Where does Alice live?")
+    found = await p.client.search(cube, "Where does the user like to hike?")
     assert node_id_for(old) not in {s.item.id for s in found}
 
 

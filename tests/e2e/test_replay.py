@@ -21,6 +21,7 @@ from aiokafka import TopicPartition
 from memstream.sinks.dump import export_cube
 from memstream.streams.replay import logic as replay_logic
 from memstream.streams.replay.logic import progress_of
+from memstream.streams.worker import replay_stages
 from memstream.topics.events import (
     ConversationChunk,
     DeleteNodes,
@@ -46,7 +47,7 @@ TRIP = [
      ["meeting", "client", "berlin"]),
 ]
 # What the fed cube holds besides nodes: provenance, a merge and the optimizer's links.
-EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE"}
+EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE", "CONFLICT"}
 RELATIONS = {"RELATE_TO", "CAUSE", "CONDITION", "CONFLICT"}
 
 
@@ -80,11 +81,14 @@ async def feed(p: Pipeline, cube: str, name: str) -> None:
                                         "Runs five kilometres every Sunday."])
     await c.wait_applied(chats, timeout=120)
     await c.wait_applied(token, timeout=120)
-    # Related facts (CAUSE, RELATE_TO, FOLLOWS) and a move that archives a node (MERGED_TO).
+    # Related facts (CAUSE, RELATE_TO, FOLLOWS), a move (without a model a CONFLICT edge,
+    # SPEC §9) and a rewording that archives a node (MERGED_TO).
     await c.add_memories(cube, [{"memory": text, "tags": tags} for text, tags in TRIP],
                          session_id="trip")
     await c.add_memories(cube, [f"{name}'s friend Alice lives in Berlin."])
-    token = await c.add_memories(cube, [f"{name}'s friend Alice moved to Lisbon."])
+    await c.add_memories(cube, [f"{name}'s friend Alice moved to Lisbon."])
+    await c.add_memories(cube, [f"{name} loves hiking in the mountains."])
+    token = await c.add_memories(cube, [f"{name} really enjoys mountain hiking."])
     await c.wait_applied(token, timeout=120)
     await settle(p, cube)
     nodes = await p.deps.store.graph.all_of_type(cube, "LongTermMemory")
@@ -276,7 +280,7 @@ async def test_an_interrupted_replay_resumes_where_it_stopped(
     monkeypatch.setattr(replay_logic, "_apply", crash_after_three)
     cmd = ReplayCube(user_id="noor")
     with pytest.raises(ConnectionError):
-        await replay_logic.replay_cube(cmd, p.deps)
+        await replay_logic.replay_cube(cmd, p.deps, replay_stages())
     checkpoint = replay_logic.Checkpoint.load(p.deps, "noor", cmd.event_id)
     assert checkpoint is not None and checkpoint.applied == sum(applied) > 0
     assert (await export_cube(p.deps.store, "noor")).nodes  # part of the cube is back
@@ -289,7 +293,7 @@ async def test_an_interrupted_replay_resumes_where_it_stopped(
         resumed.append(len(step))
 
     monkeypatch.setattr(replay_logic, "_apply", counting)
-    await replay_logic.replay_cube(cmd, p.deps)  # the same command, delivered again
+    await replay_logic.replay_cube(cmd, p.deps, replay_stages())  # delivered again
     total = sum(applied) + sum(resumed)
     assert resumed and sum(resumed) < total  # only what was left
     after = view(await export_cube(p.deps.store, "noor"))

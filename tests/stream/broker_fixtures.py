@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from memstream.topics.broker import BrokerError, LocalBroker, NoidaBroker
+from memstream.local.broker import BrokerError, LocalBroker, NoidaBroker
 from memstream.topics.settings import KafkaSettings, Settings
 
 T = TypeVar("T")

@@ -11,6 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from memstream.local.broker import TansuBroker
 from memstream.topics.admin import (
     GroupOffsetsUnsupported,
     TopicAdminError,
@@ -19,7 +20,6 @@ from memstream.topics.admin import (
     group_lag,
     topic_offsets,
 )
-from memstream.topics.broker import TansuBroker
 from memstream.topics.events import ConversationChunk
 from memstream.topics.registry import (
     ALL_TOPICS,

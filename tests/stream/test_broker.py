@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from memstream.topics.broker import (
+from memstream.local.broker import (
     BOOTSTRAP_FILE,
     PIDFILE,
     BrokerBinaryMissing,
@@ -193,7 +193,7 @@ async def test_noida_keeps_messages_and_commits_across_restart_on_another_port(
 _LAUNCHER = textwrap.dedent(
     """
     import asyncio, sys
-    from memstream.topics.broker import NoidaBroker
+    from memstream.local.broker import NoidaBroker
     print(asyncio.run(NoidaBroker(sys.argv[1]).start(detached=True)), flush=True)
     """
 )
@@ -272,7 +272,7 @@ async def test_silent_broker_times_out_and_is_killed_despite_ignoring_sigterm(
 _ORPHANING_PARENT = textwrap.dedent(
     """
     import asyncio, sys, time
-    from memstream.topics.broker import NoidaBroker
+    from memstream.local.broker import NoidaBroker
     broker = NoidaBroker(sys.argv[1])
     asyncio.run(broker.start())
     print(broker.pid, flush=True)

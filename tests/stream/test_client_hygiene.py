@@ -14,8 +14,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import Fetcher
 
+from memstream.local.broker import NoidaBroker
 from memstream.topics import kafka_compat
-from memstream.topics.broker import NoidaBroker
 from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import MemoryUpdate
 from memstream.topics.kafka_compat import STOP_S

@@ -1,4 +1,4 @@
-"""The request lane (``streams/lane.py``) against the real broker: every record handled,
+"""The request lane (``streams/runtime/lane.py``) against the real broker: every record handled,
 at once and concurrently, offsets committed only past finished records, resumed after a
 restart, and one failing record never stops the others."""
 
@@ -10,8 +10,8 @@ import uuid
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from memstream.streams.lane import RequestLane
-from memstream.streams.runtime import RawRecord, StageStats
+from memstream.streams.runtime.lane import RequestLane
+from memstream.streams.runtime.stage import RawRecord, StageStats
 from memstream.topics.admin import ensure_topics
 from memstream.topics.registry import REQUESTS, consumer_group
 from memstream.topics.settings import Settings

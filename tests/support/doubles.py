@@ -30,7 +30,7 @@ from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import Embedder, Vectors
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.streams.llm.rules import RulesLLM
-from memstream.streams.runtime import Deps, Outgoing, RawRecord, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, Record
 from memstream.topics.events import Origin
 from memstream.topics.ids import stable_id
 from memstream.topics.models import MemoryItem, MemoryMetadata

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memstream.sinks.milvus_server import MilvusServer, MilvusServerError
+from memstream.local.milvus_server import MilvusServer, MilvusServerError
 
 # Ready in ~5 s on an idle machine, ~40 s on a busy one (INFRA.md).
 MILVUS_START_TIMEOUT_S = 180.0

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memstream.sinks.local import FalkorDBServer
-from memstream.streams.runtime import Clock, Deps
+from memstream.local.falkordb import FalkorDBServer
+from memstream.streams.runtime.stage import Clock, Deps
 from memstream.streams.worker import Worker
 from memstream.topics.client import MemoryClient
 from memstream.topics.models import utcnow

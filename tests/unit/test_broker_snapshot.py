@@ -1,4 +1,4 @@
-"""The last good copy of the embedded broker's data file (topics.broker_snapshot), on files
+"""The last good copy of the embedded broker's data file (memstream.local.broker_snapshot), on files
 laid out as noida-db 0.2.3 writes them: whole, cut short, empty, missing."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memstream.topics.broker_snapshot import (
+from memstream.local.broker_snapshot import (
     DAMAGED,
     DATA_FILE,
     LAST_GOOD,

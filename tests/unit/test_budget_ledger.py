@@ -9,9 +9,9 @@ import pytest
 from pydantic import BaseModel
 
 from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.streams import metering
 from memstream.streams.llm.port import ChatMessage, LLMUsage, Task
 from memstream.streams.llm.rules import STAND_INS
-from memstream.streams.ops import metering
 from memstream.streams.ops.budget import MeteredLLM, period_of
 from memstream.topics.settings import GovernanceSettings
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memstream.streams import metering
 from memstream.streams.commands.logic import run_command
 from memstream.streams.embed.cache import CachedEmbedder
 from memstream.streams.embed.port import Embedder, Vectors
-from memstream.streams.ops import metering
 from memstream.topics.events import DeleteCube
 from tests.support.doubles import local_embedder, memory_deps, remember
 

@@ -12,7 +12,7 @@ from memstream.sinks.memory_store import MemoryStore
 from memstream.sinks.memory_vectors import InMemoryVectorStore
 from memstream.streams.core.lifecycle import EXPIRED_TEXT, FreezeRejected, set_frozen, sweep
 from memstream.streams.lifecycle.agent import sweep_events
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ExtractedMemory, FreezeNodes, LifecycleSweep, MemoryUpdate
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memstream.streams.runtime import RawRecord, dead_letter, decode_batch
+from memstream.streams.runtime.stage import RawRecord, dead_letter, decode_batch
 from memstream.topics.events import ConversationChunk, ExtractedMemory, SearchRequest
 from memstream.topics.limits import LimitExceeded, check_content, check_raw, json_depth
 from memstream.topics.models import utcnow

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memstream.log_report import describe, status_lines
+from memstream.local.log_report import describe, status_lines
 from memstream.topics.log_ends import Ledger, compare, read_ledger, write_ledger
 
 AT = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)

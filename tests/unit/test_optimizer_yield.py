@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 
 from memstream.streams.reorganize.agent import Processor
-from memstream.streams.runtime import Outgoing, RawRecord, StageStats
-from memstream.streams.turns import Held
+from memstream.streams.runtime.stage import Outgoing, RawRecord, StageStats
+from memstream.streams.runtime.turns import Held
 from memstream.topics.settings import Settings
 
 BATCH_S = 0.2
@@ -102,7 +102,7 @@ async def test_partitions_take_turns_so_a_later_backlog_is_not_left_behind() -> 
 
 
 async def test_held_partitions_are_those_waiting_behind_the_processor_not_a_stuck_one() -> None:
-    """What faust's stall detector is told (streams.stall_check): a reorganize partition
+    """What faust's stall detector is told (streams.runtime.stall_check): a reorganize partition
     waiting behind the processor's backlog is held on purpose; once the processor has been
     stuck in one batch for faust's stream_processing_timeout, nothing is held any more."""
     from faust.types import TP

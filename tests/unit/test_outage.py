@@ -6,7 +6,13 @@ import pytest
 from aiokafka.errors import KafkaConnectionError
 
 from memstream.sinks.ports import StoreError, StoreUnavailable
-from memstream.streams.runtime import Outgoing, PermanentError, StageStats, is_outage, with_retries
+from memstream.streams.runtime.stage import (
+    Outgoing,
+    PermanentError,
+    StageStats,
+    is_outage,
+    with_retries,
+)
 from memstream.topics.members import owner_of, worker_client_id
 
 

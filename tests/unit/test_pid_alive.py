@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from memstream.topics.broker_process import pid_alive
+from memstream.local.processes import pid_alive
 from tests.support.processes import zombie as is_zombie
 
 

@@ -7,7 +7,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memstream.streams.runtime import Outgoing, RawRecord, Record, StageStats, make_batch_handler
+from memstream.streams.runtime.stage import (
+    Outgoing,
+    RawRecord,
+    Record,
+    StageStats,
+    make_batch_handler,
+)
 from memstream.topics.events import DeadLetter, ExtractedMemory, MemoryUpdate
 from memstream.topics.models import utcnow
 from memstream.topics.registry import DEAD_LETTER, MEMORY_ITEMS, MEMORY_UPDATES

@@ -13,7 +13,7 @@ import pytest
 from memstream.streams.core.working_memory import Entry, target_copies
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import Vectors
-from memstream.streams.runtime import RawRecord, Record
+from memstream.streams.runtime.stage import RawRecord, Record
 from memstream.streams.scheduler.activation import due_for_render, render_activation
 from memstream.streams.scheduler.agent import in_order
 from memstream.streams.scheduler.logic import ScheduleRejected, route, split_top_k

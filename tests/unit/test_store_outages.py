@@ -13,7 +13,7 @@ from memstream.sinks.milvus import MilvusVectorStore
 from memstream.sinks.milvus_errors import store_error
 from memstream.sinks.neo4j import Neo4jGraphStore
 from memstream.sinks.ports import StoreUnavailable
-from memstream.streams.runtime import is_outage
+from memstream.streams.runtime.stage import is_outage
 
 
 def closed_port() -> int:

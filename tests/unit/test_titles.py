@@ -6,7 +6,7 @@ import jieba
 
 from memstream.streams.memory.logic import build_node
 from memstream.streams.prompts.fusion import fallback_key
-from memstream.streams.prompts.textutil import short_title
+from memstream.streams.text.words import short_title
 from memstream.topics.events import ExtractedMemory
 
 

@@ -7,8 +7,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from memstream.streams.runtime import RawRecord
-from memstream.streams.turns import Held, TurnQueue, hold
+from memstream.streams.runtime.stage import RawRecord
+from memstream.streams.runtime.turns import Held, TurnQueue, hold
 
 
 def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:

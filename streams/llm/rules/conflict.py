@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from memstream.streams.core import lexicon as lx
-from memstream.streams.core.subjects import compare, subject_of, with_entities
 from memstream.streams.llm.rules.conflict_analysis import Statement, analyse
+from memstream.streams.llm.rules.modality import held_back, when
 from memstream.streams.prompts.conflict import (
     JudgeContext,
     JudgeResponse,
 )
+from memstream.streams.text import lexicon as lx
+from memstream.streams.text.subjects import compare, subject_of, with_entities
 
 Relation = Literal["contradictory", "redundant", "independent"]
 Rule = Callable[[Statement, Statement], str | None]
@@ -44,6 +45,8 @@ def judge(
     if subjects == "different":
         return Verdict("independent", f"different subjects: {sa.describe()} vs {sb.describe()}")
     a, b = analyse(existing), analyse(new)
+    if (apart := held_back(existing, new, a.negative != b.negative)) is not None:
+        return Verdict("independent", apart)
     if subjects == "unknown" and not same_subject(a, b):
         return Verdict("independent", f"different subjects: {_who(a)} vs {_who(b)}")
     for rule in CONTRADICTION_RULES:
@@ -221,8 +224,13 @@ def _fmt(values: frozenset[str]) -> str:
 
 
 def redundancy(a: Statement, b: Statement, similarity: float, merge_threshold: float) -> str | None:
-    """Same information: agreeing value words, containment, or a merge-level similarity."""
+    """Same information: agreeing value words, containment, or a merge-level similarity.
+
+    Never when a name, place, number or date differs, nor when only one of the two is dated:
+    "lives in Lyon" and "lived in Lyon in 2019" may be two different times."""
     if differing_values(a, b) or (a.entities - b.entities and b.entities - a.entities):
+        return None
+    if _calendar(a) != _calendar(b):
         return None
     if (a.diet and a.diet == b.diet) or (a.marital and a.marital == b.marital):
         return "both state the same " + ("diet" if a.diet and a.diet == b.diet else "status")
@@ -232,6 +240,12 @@ def redundancy(a: Statement, b: Statement, similarity: float, merge_threshold: f
     if similarity >= merge_threshold and (not only_a or not only_b):
         return f"similarity {similarity:.2f} >= {merge_threshold:.2f} and no differing detail"
     return None
+
+
+def _calendar(stmt: Statement) -> frozenset[str]:
+    """The statement's dates and relative times ("next week"), as comparable strings."""
+    dated = {f"{kind}:{value}" for kind, value in stmt.values if kind in _CALENDAR_KINDS}
+    return frozenset(dated) | when(stmt.text)
 
 
 def _why_independent(a: Statement, b: Statement, similarity: float, threshold: float) -> str:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Literal
 
-from memstream.streams.core import lexicon as lx
-from memstream.streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.text import lexicon as lx
+from memstream.streams.text.words import is_mostly_chinese
 
 Value = tuple[str, str]  # (kind, normalised value), e.g. ("date", "2024-06-12"), ("num:cat", "2")
 MakeValue = Callable[[re.Match[str]], Value | None]

@@ -22,7 +22,7 @@ from memstream.streams.prompts.extraction import (
     ExtractionContext,
     ExtractionResponse,
 )
-from memstream.streams.prompts.textutil import (
+from memstream.streams.text.words import (
     Script,
     cjk_count,
     en_words,

@@ -10,7 +10,7 @@ from memstream.streams.prompts.fusion import (
     FusionResponse,
     fallback_key,
 )
-from memstream.streams.prompts.textutil import is_mostly_chinese
+from memstream.streams.text.words import is_mostly_chinese
 
 
 def rules(ctx: FusionContext) -> FusionResponse:

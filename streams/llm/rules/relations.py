@@ -24,8 +24,8 @@ from memstream.streams.prompts.relations import (
     RelationNode,
     RelationResponse,
 )
-from memstream.streams.prompts.relevance import TextIndex, stem
-from memstream.streams.prompts.textutil import en_content_words, is_mostly_chinese, words_of
+from memstream.streams.text.relevance import TextIndex, stem
+from memstream.streams.text.words import en_content_words, is_mostly_chinese, words_of
 
 RuleRelation = Literal["CAUSE", "CONDITION", "RELATE", "NONE"]
 Cue = Literal["because", "so", "if"]

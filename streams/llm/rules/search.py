@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from memstream.streams.prompts.relevance import TextIndex, overlap, query_terms
 from memstream.streams.prompts.search import (
     GoalContext,
     GoalResponse,
@@ -12,7 +11,8 @@ from memstream.streams.prompts.search import (
     ReasonerContext,
     ReasonerResponse,
 )
-from memstream.streams.prompts.textutil import (
+from memstream.streams.text.relevance import TextIndex, overlap, query_terms
+from memstream.streams.text.words import (
     cjk_count,
     en_words,
     words_of,

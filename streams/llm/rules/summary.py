@@ -15,7 +15,7 @@ from memstream.streams.prompts.summary import (
     SummaryContext,
     SummaryResponse,
 )
-from memstream.streams.prompts.textutil import tags_for
+from memstream.streams.text.words import tags_for
 
 
 def rules(ctx: SummaryContext) -> SummaryResponse:

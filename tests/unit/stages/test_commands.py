@@ -14,7 +14,7 @@ from memstream.streams.commands.logic import CommandRejected, run_commands
 from memstream.streams.core.retrieval import search
 from memstream.streams.core.working_memory import UnknownWorkingMemoryIds
 from memstream.streams.memory.logic import add_memories
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import (
     BackupCube,
     DeleteCube,

@@ -10,7 +10,7 @@ from typing import Any
 from memstream.streams.llm.port import LLMError
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.fusion import FUSION
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import MemoryItem, SourceRef

@@ -17,7 +17,7 @@ from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.inference import INFERENCE, InferenceResponse
 from memstream.streams.reorganize.logic import on_add, on_merge, on_remove
 from memstream.streams.reorganize.optimize import Scope, Scopes, optimize_scope, run_scopes
-from memstream.streams.runtime import Deps, Outgoing
+from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import (
     ConversationChunk,
     ExtractedMemory,
@@ -311,7 +311,7 @@ async def test_a_retried_batch_runs_and_announces_its_optimization_again(
     """An optimization placed by the first event of a batch whose later event fails (a store
     outage) is run and announced again by the retry: the failed attempt sent nothing."""
     from memstream.streams.reorganize.agent import Processor
-    from memstream.streams.runtime import StageStats
+    from memstream.streams.runtime.stage import StageStats
 
     deps = memory_deps(tmp_path)
     earlier = await remember(deps, CUBE, *SUBJECTS["food"][:4], at=T0)

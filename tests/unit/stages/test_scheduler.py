@@ -11,7 +11,7 @@ import pytest
 from memstream.streams.core.working_memory import apply_replacements, apply_working_memory
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.scheduler import RETRIEVAL_DECISION, DecisionResponse
-from memstream.streams.runtime import Deps
+from memstream.streams.runtime.stage import Deps
 from memstream.streams.scheduler.logic import ScheduleRejected, Step, handle
 from memstream.streams.scheduler.planning import current_working_memory
 from memstream.streams.scheduler.state import CubeState

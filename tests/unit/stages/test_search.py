@@ -8,7 +8,7 @@ from typing import Any
 
 from memstream.streams.core.retrieval import search
 from memstream.streams.memory.logic import add_memories
-from memstream.streams.runtime import Deps, RawRecord
+from memstream.streams.runtime.stage import Deps, RawRecord
 from memstream.streams.search.logic import Answer, answer, record_usage
 from memstream.topics.events import (
     DeadLetter,

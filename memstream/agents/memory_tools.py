@@ -1,0 +1,219 @@
+"""What the MCP tools do, on one user's cube, as plain async methods over ``MemoryClient``.
+
+The identity (user and cube) is fixed when the tools are made, from the server's
+configuration: no method takes a user or a cube, so a model can never name another
+user's memories. Kept free of the MCP SDK so it is tested and reused without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memstream.agents.views import change_view, explanation_view, memory_view
+from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.topics.events import (
+    ActivationMemory,
+    DeleteNodes,
+    Event,
+    UpdateNode,
+    WriteToken,
+    new_event_id,
+)
+from memstream.topics.models import MemoryItem, MemoryType, SearchMemoryType, utcnow
+from memstream.topics.registry import ACTIVATION_MEMORY
+
+# What a list shows by default: stored memories, not working-memory copies.
+LISTED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory", "EpisodicMemory")
+WRITE_TIMEOUT_S = 120.0
+
+
+class ToolFailure(ValueError):
+    """A tool cannot do what was asked; the message is one line for the model to read."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whose memories the tools act on (from configuration, never from the model)."""
+
+    user_id: str
+    cube_id: str
+
+
+class MemoryTools:
+    """The operations behind the MCP tools and resources."""
+
+    def __init__(self, client: MemoryClient, identity: Identity) -> None:
+        self.client = client
+        self.me = identity
+
+    # ------------------------------------------------------------------ writes
+
+    async def add_memory(self, text: str, memory_type: Literal["LongTermMemory", "UserMemory"],
+                         tags: Sequence[str], session_id: str | None) -> dict[str, Any]:
+        """Store one statement as is (no extraction); returns it once it is searchable."""
+        if not text.strip():
+            raise ToolFailure("text is empty: give the statement to remember")
+        node_id = new_event_id()
+        token = await self.client.add_memories(
+            self.me.user_id,
+            [{"id": node_id, "memory": text.strip(), "memory_type": memory_type,
+              "tags": tuple(t.strip() for t in tags if t.strip())}],
+            cube_id=self.me.cube_id, session_id=session_id)
+        await self._applied(token)
+        nodes = await self.client.get(self.me.user_id, [node_id], cube_id=self.me.cube_id)
+        if not nodes:
+            raise ToolFailure(f"memory {node_id} was not stored; see `memstream dead-letters`")
+        return {"stored": memory_view(nodes[0])}
+
+    async def add_chat_turn(self, user_message: str, assistant_message: str | None,
+                            session_id: str | None) -> dict[str, Any]:
+        """Publish one exchange for extraction; returns what it yielded once applied."""
+        if not user_message.strip():
+            raise ToolFailure("user_message is empty")
+        chunk = new_event_id()
+        now = utcnow()
+        messages: list[dict[str, Any]] = [
+            {"id": f"{chunk}-0", "role": "user", "content": user_message, "timestamp": now}]
+        if assistant_message and assistant_message.strip():
+            messages.append({"id": f"{chunk}-1", "role": "assistant",
+                             "content": assistant_message, "timestamp": now})
+        token = await self.client.add_messages(self.me.user_id, messages,
+                                               cube_id=self.me.cube_id, session_id=session_id)
+        # the scheduler keeps working memory (and the activation block) fresh for the next turn
+        await self.client.schedule(self.me.user_id, "query", user_message,
+                                   cube_id=self.me.cube_id, session_id=session_id)
+        if assistant_message and assistant_message.strip():
+            await self.client.schedule(self.me.user_id, "answer", assistant_message,
+                                       cube_id=self.me.cube_id, session_id=session_id)
+        await self._applied(token)
+        ids = {m["id"] for m in messages}
+        hits = await self.client.search(self.me.user_id, user_message, cube_id=self.me.cube_id,
+                                        top_k=20)
+        mine = [memory_view(h.item) for h in hits
+                if any(s.message_id in ids for s in h.item.metadata.sources)]
+        return {"message_ids": sorted(ids), "extracted": mine}
+
+    async def update(self, memory_id: str, text: str | None, tags: Sequence[str] | None,
+                     key: str | None, status: Literal["activated", "archived"] | None,
+                     ) -> dict[str, Any]:
+        if all(v is None for v in (text, tags, key, status)):
+            raise ToolFailure("nothing to change: give text, tags, key or status")
+        await self._existing([memory_id])
+        event = UpdateNode(
+            user_id=self.me.user_id, cube_id=self.me.cube_id, node_id=memory_id,
+            memory=text.strip() if text is not None else None, key=key, status=status,
+            tags=tuple(t.strip() for t in tags if t.strip()) if tags is not None else None)
+        await self._command(event, "update")
+        (node,) = await self._existing([memory_id])
+        return {"updated": memory_view(node)}
+
+    async def delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
+        ids = tuple(dict.fromkeys(i.strip() for i in memory_ids if i.strip()))
+        if not ids:
+            raise ToolFailure("no memory id given")
+        await self._existing(ids)
+        await self._command(DeleteNodes(user_id=self.me.user_id, cube_id=self.me.cube_id,
+                                        node_ids=ids), "delete")
+        return {"deleted": list(ids)}
+
+    # ------------------------------------------------------------------ reads
+
+    async def search(self, query: str, top_k: int, min_score: float | None,
+                     memory_type: SearchMemoryType, session_id: str | None,
+                     tags: Sequence[str]) -> dict[str, Any]:
+        """Ranked memories; ``min_score`` is applied here, after the service's ranking."""
+        if not query.strip():
+            raise ToolFailure("query is empty: say what to look for")
+        search_filter: dict[str, Any] = {}
+        if session_id:
+            search_filter["session_id"] = session_id
+        if tags:
+            search_filter["tags"] = {"contains": tags[0]} if len(tags) == 1 \
+                else {"in": list(tags)}
+        hits = await self.client.search(
+            self.me.user_id, query, cube_id=self.me.cube_id, top_k=top_k,
+            memory_type=memory_type, search_filter=search_filter or None)
+        kept = [h for h in hits if min_score is None or h.score >= min_score]
+        return {"query": query, "results": [memory_view(h.item, h.score) for h in kept],
+                "dropped_below_min_score": len(hits) - len(kept)}
+
+    async def get(self, memory_ids: Sequence[str]) -> dict[str, Any]:
+        ids = [i.strip() for i in memory_ids if i.strip()]
+        if not ids:
+            raise ToolFailure("no memory id given")
+        nodes = await self.client.get(self.me.user_id, ids, cube_id=self.me.cube_id)
+        found = {n.id for n in nodes}
+        return {"memories": [memory_view(n, sources=True) for n in nodes],
+                "not_found": [i for i in ids if i not in found]}
+
+    async def list_memories(self, memory_type: MemoryType | None, limit: int,
+                   include_archived: bool) -> dict[str, Any]:
+        nodes: list[MemoryItem] = []
+        total = 0
+        for t in (memory_type,) if memory_type else LISTED_TYPES:
+            page = await self.client.get_all_page(self.me.user_id, self.me.cube_id, t,
+                                                  include_archived, limit=limit)
+            total += page.total or 0
+            nodes += page.nodes
+        nodes.sort(key=lambda n: n.metadata.updated_at, reverse=True)
+        return {"total": total, "memories": [memory_view(n) for n in nodes[:limit]]}
+
+    async def history(self, memory_id: str) -> dict[str, Any]:
+        await self._existing([memory_id])
+        changes = await self.client.memory_history(memory_id, self.me.cube_id)
+        return {"id": memory_id, "changes": [change_view(c, memory_id) for c in changes]}
+
+    async def explain(self, memory_id: str) -> dict[str, Any]:
+        await self._existing([memory_id])
+        return explanation_view(await self.client.explain(memory_id, self.me.cube_id))
+
+    async def working_memory(self) -> list[dict[str, Any]]:
+        try:
+            nodes = await self.client.working_memory(self.me.user_id, self.me.cube_id)
+        except MemoryServiceError as exc:
+            if exc.type == "UnknownCube":
+                return []
+            raise
+        return [memory_view(n) for n in nodes]
+
+    async def activation_block(self) -> str:
+        """The newest block the scheduler published for the cube; until it published one,
+        the working memory rendered the same way (said so on the first line)."""
+        blocks = [e for e in await self.client.history(ACTIVATION_MEMORY, self.me.cube_id)
+                  if isinstance(e, ActivationMemory)]
+        if blocks:
+            return max(blocks, key=lambda b: b.occurred_at).text
+        items = await self.working_memory()
+        if not items:
+            return ""
+        lines = [f"- {' '.join(str(i['memory']).split())}" for i in items]
+        return "\n".join(["Known about the user (working memory; no activation block "
+                          "published yet):", *lines])
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _applied(self, token: WriteToken) -> None:
+        await self.client.wait_applied(token, timeout=WRITE_TIMEOUT_S)
+
+    async def _existing(self, ids: Sequence[str]) -> list[MemoryItem]:
+        """The nodes of these ids in this cube, whatever their status; a missing one is a
+        one-line failure."""
+        try:
+            nodes = await self.client.get(self.me.user_id, ids, cube_id=self.me.cube_id)
+        except MemoryServiceError as exc:
+            raise ToolFailure(exc.message) from None
+        missing = [i for i in ids if i not in {n.id for n in nodes}]
+        if missing:
+            raise ToolFailure(f"no memory {', '.join(missing)} in this memory store "
+                              "(use search or list to find ids)")
+        return nodes
+
+    async def _command(self, event: Event, what: str) -> None:
+        token = await self.client.command(event)
+        await self._applied(token)
+        failure = await self.client.command_failure(token)
+        if failure is not None:
+            raise ToolFailure(f"{what} refused: {failure}")
+

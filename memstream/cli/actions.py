@@ -1,0 +1,342 @@
+"""What the data commands of the CLI do: add a file, text or document, search, dump, load."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from rich.console import Console
+from rich.padding import Padding
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from memstream.cli.errors import InputError, validation_line
+from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.topics.events import (
+    ConversationChunk,
+    Document,
+    DumpCube,
+    LoadCube,
+    Message,
+    WriteToken,
+)
+from memstream.topics.ids import stable_id
+from memstream.topics.limits import LimitExceeded, check_content, check_encoded
+from memstream.topics.models import MemoryItem, MemoryType, utcnow
+from memstream.topics.registry import CONVERSATIONS
+from memstream.topics.settings import Settings
+
+
+class InputFileError(InputError):
+    """The file given to ``memstream add`` does not hold messages we understand."""
+
+
+Session = tuple[str | None, list[dict[str, Any]]]
+# not working-memory copies
+COUNTED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory", "EpisodicMemory")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def parse_sessions(data: Any, source: str, default_session: str | None) -> list[Session]:
+    """(session id, messages) pairs from the accepted JSON shapes."""
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise InputFileError(f"{source}: expected a list of messages or sessions")
+    if all(isinstance(d, dict) and "messages" in d for d in data):
+        return [(d.get("session_id", default_session), list(d["messages"])) for d in data]
+    if all(isinstance(d, dict) and "content" in d for d in data):
+        return [(default_session, list(data))]
+    raise InputFileError(f"{source}: expected messages with 'role' and 'content', or sessions "
+                         "with 'messages'")
+
+
+def read_sessions(path: Path, default_session: str | None) -> list[Session]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputFileError(f"{path}: not a JSON file ({exc})") from exc
+    return parse_sessions(data, str(path), default_session)
+
+
+def _where(i: int, session: str | None) -> str:
+    return f"message {i}" + (f" of session {session!r}" if session is not None else "")
+
+
+def _messages(cube: str, session: str | None, raw: list[dict[str, Any]]) -> list[Message]:
+    now = utcnow()
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise InputFileError(f"{_where(i, session)}: not an object")
+        data = {"timestamp": now, **m}
+        data.setdefault("id", stable_id("cli-message", cube, session, i, m.get("role"),
+                                        m.get("content")))
+        try:
+            out.append(Message.model_validate(data))
+        except ValidationError as exc:
+            raise InputFileError(validation_line(exc, _where(i, session))
+                                 ) from None
+    return out
+
+
+def _read_input(file: Path) -> tuple[str, str]:
+    """(text, name) of FILE or stdin."""
+    if str(file) == "-":
+        return sys.stdin.read(), "stdin"
+    try:
+        return file.read_text(encoding="utf-8"), file.name
+    except FileNotFoundError:
+        raise InputFileError(f"{file}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(f"{file}: cannot read it as UTF-8 text ({exc})") from None
+
+
+def plan_chunks(settings: Settings, user_id: str, cube: str, sessions: list[Session],
+                chunk_size: int) -> list[ConversationChunk]:
+    """Every chunk to publish, each checked against the limits before any is sent. A chunk
+    over the byte limit is split (down to one message); one message over a limit is
+    refused, naming the message and the limit."""
+    limits = settings.limits
+    size = min(chunk_size, limits.chunk_messages)
+    chunks: list[ConversationChunk] = []
+
+    def place(session: str | None, msgs: list[Message]) -> None:
+        chunk = ConversationChunk(
+            event_id=stable_id("cli-chunk", cube, session, *(m.id for m in msgs)),
+            user_id=user_id, cube_id=cube, kind="chat", session_id=session,
+            messages=tuple(msgs))
+        check_content(chunk, limits)
+        try:
+            check_encoded(CONVERSATIONS.encode(chunk), limits, "ConversationChunk")
+        except LimitExceeded:
+            if len(msgs) == 1:
+                raise
+            half = len(msgs) // 2
+            place(session, msgs[:half])
+            place(session, msgs[half:])
+            return
+        chunks.append(chunk)
+
+    for session, raw in sessions:
+        msgs = _messages(cube, session, raw)
+        for i in range(0, len(msgs), size):
+            place(session, msgs[i:i + size])
+    return chunks
+
+
+async def count_memories(client: MemoryClient, user_id: str, cube: str,
+                         include_inactive: bool = False) -> int:
+    """Memories of a cube, working-memory copies not counted (0 for an unknown cube)."""
+    total = 0
+    for memory_type in COUNTED_TYPES:
+        try:
+            page = await client.get_all_page(user_id, cube, memory_type, include_inactive,
+                                             limit=1)
+        except MemoryServiceError as exc:
+            if "has no memories" in exc.message:
+                return 0
+            raise
+        total += page.total or 0
+    return total
+
+
+async def add_input(settings: Settings, console: Console, file: Path | None, text: str | None,
+                    as_doc: bool, user_id: str, cube_id: str | None, session_id: str | None,
+                    chunk_size: int, wait: bool) -> None:
+    cube = cube_id or user_id
+    if text is not None:
+        content, name, doc = text, "--text", False
+        sessions: list[Session] = [(session_id, [{"role": "user", "content": text}])]
+    else:
+        assert file is not None  # noqa: S101 - the command checks one of them is given
+        content, name = _read_input(file)
+        doc = as_doc
+        sessions = []
+        if not doc:
+            try:
+                data = json.loads(content)
+            except json.JSONDecodeError as exc:
+                if file.suffix.lower() == ".json":
+                    raise InputFileError(f"{file}: not a JSON file ({exc})") from None
+                doc = True  # plain text: a document
+            else:
+                sessions = parse_sessions(data, name, session_id)
+    if doc:
+        await _add_document(settings, console, content, name, user_id, cube, wait)
+        return
+    chunks = plan_chunks(settings, user_id, cube, sessions, chunk_size)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    async with MemoryClient(settings) as client:
+        before = await count_memories(client, user_id, cube, include_inactive=True) \
+            if wait else 0
+        with Progress(*columns, console=console, transient=True) as progress:
+            sent = progress.add_task("published", total=len(chunks))
+            tokens: list[WriteToken] = []
+            for chunk in chunks:
+                tokens.append(await client.publish(CONVERSATIONS, chunk))
+                progress.advance(sent)
+            if wait:
+                done = progress.add_task("extracted and stored", total=len(tokens))
+                for token in tokens:
+                    await client.wait_applied(token, timeout=600)
+                    progress.advance(done)
+        after = await count_memories(client, user_id, cube, include_inactive=True) \
+            if wait else 0
+    total = sum(len(c.messages) for c in chunks)
+    sent_line = f"{plural(total, 'message')} in {plural(len(chunks), 'chunk')}"
+    if not wait:
+        console.print(f"published {sent_line} to cube '{cube}' (not waiting for extraction)")
+    elif after > before:
+        console.print(f"added {sent_line} to cube '{cube}': "
+                      f"{plural(after - before, 'new memory', 'new memories')}")
+    else:
+        console.print(f"nothing new: the {sent_line} were already in cube '{cube}' "
+                      "(no memory added)")
+
+
+async def _add_document(settings: Settings, console: Console, text: str, name: str,
+                        user_id: str, cube: str, wait: bool) -> None:
+    doc_id = stable_id("cli-document", cube, text)
+    chunk = ConversationChunk(event_id=stable_id("cli-doc-chunk", doc_id), user_id=user_id,
+                              cube_id=cube, kind="doc",
+                              document=Document(doc_id=doc_id, text=text, title=name))
+    check_content(chunk, settings.limits)
+    check_encoded(CONVERSATIONS.encode(chunk), settings.limits, "document")
+    async with MemoryClient(settings) as client:
+        before = await count_memories(client, user_id, cube, True) if wait else 0
+        token = await client.publish(CONVERSATIONS, chunk)
+        if not wait:
+            console.print(f"published document '{name}' ({plural(len(text), 'character')}) "
+                          f"to cube '{cube}'")
+            return
+        with console.status("extracting the document…"):
+            await client.wait_applied(token, timeout=600)
+        after = await count_memories(client, user_id, cube, True)
+    if after > before:
+        console.print(f"added document '{name}' to cube '{cube}': "
+                      f"{plural(after - before, 'new memory', 'new memories')}")
+    else:
+        console.print(f"nothing new: document '{name}' was already in cube '{cube}'")
+
+
+def parse_filter(filter_json: str | None, session_id: str | None) -> dict[str, Any] | None:
+    """``--filter`` JSON and ``--session`` as one search filter."""
+    result: dict[str, Any] = {}
+    if filter_json is not None:
+        try:
+            parsed = json.loads(filter_json)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--filter: not JSON ({exc.msg} at character {exc.pos})") from None
+        if not isinstance(parsed, dict):
+            raise InputError('--filter: expected a JSON object such as {"tags": '
+                             '{"contains": "food"}}')
+        result.update(parsed)
+    if session_id is not None:
+        result["session_id"] = session_id
+    return result or None
+
+
+def node_json(item: MemoryItem, score: float | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = item.model_dump(mode="json")
+    if score is not None:
+        data = {"score": score, **data}
+    return data
+
+
+def short_date(item: MemoryItem) -> str:
+    return item.metadata.updated_at.strftime("%Y-%m-%d %H:%M")
+
+
+WIDE = 120  # below this many columns, one block per memory instead of a table
+
+
+def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
+                title: str) -> None:
+    """Memories with their ids and dates: a table on a wide terminal, else one block each;
+    the text always wraps, never cut (Chinese has no spaces to wrap at)."""
+    scored = any(score is not None for _, score in rows)
+    if console.width < WIDE:
+        console.print(title, style="bold")
+        for i, (item, score) in enumerate(rows, 1):
+            md = item.metadata
+            head = Text(f"{i}. ", style="bold")
+            if score is not None:
+                head.append(f"{score:.3f}  ")
+            status = "" if md.status == "activated" else f" ({md.status})"
+            head.append(f"{md.memory_type}{status}  {short_date(item)}", style="cyan")
+            console.print(head)
+            console.print(Padding(Text(f"id {item.id}", style="dim"), (0, 0, 0, 3)))
+            console.print(Padding(Text(item.memory, overflow="fold"), (0, 0, 0, 3)))
+            if md.tags:
+                console.print(Padding(Text("tags: " + ", ".join(md.tags), style="dim"),
+                                      (0, 0, 0, 3)))
+        return
+    table = Table("id", "updated", *(["score"] if scored else []), "type", "memory", "tags",
+                  title=title, expand=True)
+    for column in table.columns:
+        column.no_wrap = column.header in ("id", "updated", "score", "type")
+    memory = next(c for c in table.columns if c.header == "memory")
+    memory.overflow, memory.ratio = "fold", 3
+    tags = table.columns[-1]
+    tags.overflow, tags.ratio = "fold", 1
+    for item, score in rows:
+        md = item.metadata
+        table.add_row(item.id, short_date(item), *([f"{score:.3f}"] if scored else []),
+                      md.memory_type + ("" if md.status == "activated" else f" ({md.status})"),
+                      item.memory, ", ".join(md.tags))
+    console.print(table)
+
+
+async def search_table(settings: Settings, console: Console, query: str, user_id: str,
+                       cube_id: str | None, top_k: int, mode: str, memory_type: str,
+                       search_filter: dict[str, Any] | None = None,
+                       as_json: bool = False) -> None:
+    async with MemoryClient(settings) as client:
+        found = await client.search(user_id, query, cube_id=cube_id, top_k=top_k,
+                                    mode=mode,  # type: ignore[arg-type]
+                                    memory_type=memory_type,  # type: ignore[arg-type]
+                                    search_filter=search_filter)
+    if as_json:
+        print(json.dumps([node_json(s.item, s.score) for s in found], ensure_ascii=False,
+                         indent=2))
+        return
+    print_nodes(console, [(s.item, s.score) for s in found],
+                f"{plural(len(found), 'result')} for {query!r}")
+
+
+async def dump_or_load(settings: Settings, console: Console, what: str, path: Path,
+                       user_id: str, cube_id: str | None) -> None:
+    """Ask the worker (which owns the stores) to dump or load, and wait until it has."""
+    target = str(path.resolve())
+    cube = cube_id or user_id
+    async with MemoryClient(settings) as client:
+        if what == "dump":
+            if await count_memories(client, user_id, cube, include_inactive=True) == 0:
+                raise InputError(f"cube '{cube}' has no memories; nothing was written")
+            token = await client.command(DumpCube(user_id=user_id, cube_id=cube, path=target))
+        else:
+            token = await client.command(LoadCube(user_id=user_id, cube_id=cube, path=target))
+        with console.status(f"waiting for the worker to {what} …"):
+            await client.wait_applied(token, timeout=600)
+        failure = await client.command_failure(token)
+    if failure is not None:
+        raise RuntimeError(f"{what} failed: {failure}")
+    if what == "dump":
+        info = TypeAdapter(dict[str, Any]).validate_json(path.read_bytes())
+        nodes = info.get("nodes", [])
+        copies = sum(1 for n in nodes
+                     if n.get("metadata", {}).get("memory_type") == "WorkingMemory")
+        extra = f" (and {plural(copies, 'working-memory copy', 'working-memory copies')})" \
+            if copies else ""
+        console.print(f"dumped {plural(len(nodes) - copies, 'memory', 'memories')}{extra} and "
+                      f"{plural(len(info.get('edges', [])), 'edge')} to {path}")
+    else:
+        console.print(f"loaded {path} into cube '{cube}'")

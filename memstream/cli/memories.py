@@ -1,0 +1,105 @@
+"""The ``memstream`` commands that move memories in and out: add, search, dump, load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from memstream.cli.common import (
+    console,
+    cube_option,
+    data_dir_option,
+    json_option,
+    main,
+    run_async,
+    settings_for,
+    user_option,
+)
+from memstream.cli.errors import not_empty
+from memstream.topics.events import MAX_TOP_K
+
+
+@main.command()
+@click.argument("file", required=False, type=click.Path(allow_dash=True, dir_okay=False,
+                                                        path_type=Path))
+@user_option
+@cube_option
+@click.option("--text", "text", default=None, callback=not_empty,
+              help="Add this text as one user message (instead of FILE).")
+@click.option("--doc", "as_doc", is_flag=True,
+              help="FILE (or stdin) is a document: plain text, chunked by extraction.")
+@click.option("--session", "session_id", default=None, callback=not_empty,
+              help="Session id for the messages.")
+@click.option("--chunk-size", default=6, show_default=True, type=click.IntRange(1, 100),
+              help="Messages per published chunk.")
+@click.option("--no-wait", is_flag=True, help="Return once published, without waiting.")
+@data_dir_option
+def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, as_doc: bool,
+        session_id: str | None, chunk_size: int, no_wait: bool, data_dir: Path | None) -> None:
+    """Add a conversation from a JSON FILE of messages, a document, or text.
+
+    FILE holds a list of messages ({"role", "content", optional "timestamp" and "id"}), or
+    {"session_id", "messages": [...]}, or a list of such sessions. A FILE that is not JSON
+    (or --doc) is added as a document; "-" reads stdin; --text adds one user message.
+    Messages without an id get one derived from their content, so adding the same file
+    twice adds nothing. Everything is checked against the limits before anything is sent.
+    """
+    from memstream.cli.actions import add_input
+
+    if (file is None) == (text is None):
+        raise click.UsageError("give one of FILE, - (stdin) or --text")
+    run_async(add_input(settings_for(data_dir), console, file, text, as_doc, user_id, cube_id,
+                   session_id, chunk_size, not no_wait))
+
+
+@main.command()
+@click.argument("query", callback=not_empty)
+@user_option
+@cube_option
+@click.option("--top-k", default=10, show_default=True, type=click.IntRange(1, MAX_TOP_K))
+@click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
+@click.option("--type", "memory_type", default="All", show_default=True,
+              type=click.Choice(["All", "WorkingMemory", "LongTermMemory", "UserMemory",
+                                 "EpisodicMemory"]))
+@click.option("--session", "session_id", default=None, callback=not_empty,
+              help="Only memories of this session.")
+@click.option("--filter", "filter_json", default=None, metavar="JSON",
+              help='Metadata filter, e.g. \'{"tags": {"contains": "food"}}\'.')
+@json_option
+@data_dir_option
+def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
+           memory_type: str, session_id: str | None, filter_json: str | None, as_json: bool,
+           data_dir: Path | None) -> None:
+    """Search a cube's memories and print them as a table (id, date, score, memory)."""
+    from memstream.cli.actions import parse_filter, search_table
+
+    search_filter = parse_filter(filter_json, session_id)
+    run_async(search_table(settings_for(data_dir), console, query, user_id, cube_id, top_k, mode,
+                      memory_type, search_filter, as_json))
+
+
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@user_option
+@cube_option
+@data_dir_option
+def dump(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
+    """Write a cube (nodes, edges, vectors) to a JSON file at PATH (done by the worker)."""
+    from memstream.cli.actions import dump_or_load
+
+    run_async(dump_or_load(settings_for(data_dir), console, "dump", path, user_id, cube_id))
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@user_option
+@cube_option
+@data_dir_option
+def load(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -> None:
+    """Load a cube dumped with `memstream dump` into --cube (default: the --user id)."""
+    from memstream.cli.actions import dump_or_load
+
+    run_async(dump_or_load(settings_for(data_dir), console, "load", path, user_id, cube_id))
+
+

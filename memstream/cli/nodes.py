@@ -1,0 +1,288 @@
+"""CLI commands on single memories and on the operator's queues: get, list, update, delete,
+dead-letters (inspect and re-drive) and backup. Each is a thin layer over the client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import click
+from rich.table import Table
+
+from memstream.cli.actions import count_memories, node_json, plural, print_nodes
+from memstream.cli.common import (
+    apply_command,
+    console,
+    cube_option,
+    data_dir_option,
+    json_option,
+    main,
+    print_json,
+    run_async,
+    settings_for,
+    user_option,
+)
+from memstream.cli.errors import InputError, not_empty
+from memstream.cli.log import backup_every_cube
+from memstream.topics.client import MemoryClient
+from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
+from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.settings import Settings
+
+TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
+
+
+@main.command()
+@click.argument("ids", nargs=-1, required=True, callback=not_empty)
+@user_option
+@cube_option
+@json_option
+@data_dir_option
+def get(ids: tuple[str, ...], user_id: str, cube_id: str | None, as_json: bool,
+        data_dir: Path | None) -> None:
+    """Show the memories with these IDS (with sources and dates)."""
+    run_async(_get(settings_for(data_dir), ids, user_id, cube_id, as_json))
+
+
+async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: str | None,
+               as_json: bool) -> None:
+    async with MemoryClient(settings) as client:
+        nodes = await client.get(user_id, ids, cube_id=cube_id)
+    missing = [i for i in ids if i not in {n.id for n in nodes}]
+    if as_json:
+        print_json([node_json(n) for n in nodes])
+    else:
+        for n in nodes:
+            md = n.metadata
+            table = Table(show_header=False, title=n.id)
+            for name, value in (
+                ("memory", n.memory), ("type", f"{md.memory_type} / {md.type} / "
+                                               f"{md.hierarchy_level}"),
+                ("status", md.status + (" (frozen)" if md.frozen else "")), ("key", md.key),
+                ("tags", ", ".join(md.tags)), ("session", md.session_id or ""),
+                ("created", md.created_at.isoformat()), ("updated", md.updated_at.isoformat()),
+                ("sources", "; ".join(_source(s.model_dump(exclude_none=True))
+                                      for s in md.sources)),
+            ):
+                table.add_row(name, value)
+            console.print(table)
+    if missing:
+        cube = cube_id or user_id
+        raise click.ClickException(f"no memory {', '.join(missing)} in cube '{cube}'")
+
+
+def _source(ref: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in ref.items())
+
+
+@main.command(name="list")
+@user_option
+@cube_option
+@click.option("--type", "memory_type", type=click.Choice(TYPES), default=None,
+              help="Only this memory type (default: all but working-memory copies).")
+@click.option("--all", "include_inactive", is_flag=True,
+              help="Include archived and merged memories.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@json_option
+@data_dir_option
+def list_(user_id: str, cube_id: str | None, memory_type: str | None, include_inactive: bool,
+          limit: int, as_json: bool, data_dir: Path | None) -> None:
+    """List a cube's memories, newest first."""
+    run_async(_list(settings_for(data_dir), user_id, cube_id, memory_type, include_inactive, limit,
+               as_json))
+
+
+async def _list(settings: Settings, user_id: str, cube_id: str | None, memory_type: str | None,
+                include_inactive: bool, limit: int, as_json: bool) -> None:
+    cube = cube_id or user_id
+    types = [memory_type] if memory_type else TYPES[:3]
+    nodes: list[MemoryItem] = []
+    total = 0
+    async with MemoryClient(settings) as client:
+        for t in types:
+            page = await client.get_all_page(user_id, cube, cast(MemoryType, t),
+                                             include_inactive, limit=1)
+            total += page.total or 0
+            if len(nodes) < limit:
+                nodes += await client.get_all(user_id, cube, cast(MemoryType, t),
+                                              include_inactive, limit=limit - len(nodes))
+    nodes.sort(key=lambda n: n.metadata.updated_at, reverse=True)
+    if as_json:
+        print_json({"cube_id": cube, "total": total, "nodes": [node_json(n) for n in nodes]})
+        return
+    shown = f"{len(nodes):,} of {plural(total, 'memory', 'memories')}" if total > len(nodes) \
+        else plural(total, "memory", "memories")
+    print_nodes(console, [(n, None) for n in nodes], f"cube '{cube}': {shown}")
+
+
+@main.command()
+@click.argument("node_id", callback=not_empty)
+@user_option
+@cube_option
+@click.option("--text", "memory", default=None, callback=not_empty, help="New memory text.")
+@click.option("--key", default=None, help="New key (short title).")
+@click.option("--tags", default=None, help="New tags, comma-separated (replaces the old).")
+@click.option("--status", type=click.Choice(["activated", "archived"]), default=None)
+@click.option("--freeze/--unfreeze", "frozen", default=None,
+              help="Freeze (no changes or merges) or unfreeze.")
+@data_dir_option
+def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
+           key: str | None, tags: str | None, status: str | None, frozen: bool | None,
+           data_dir: Path | None) -> None:
+    """Change a memory's text, key, tags, status or frozen flag."""
+    if all(v is None for v in (memory, key, tags, status, frozen)):
+        raise click.UsageError("nothing to change: give --text, --key, --tags, --status or "
+                               "--freeze/--unfreeze")
+    settings = settings_for(data_dir)
+    tag_list = tuple(t.strip() for t in tags.split(",") if t.strip()) if tags is not None \
+        else None
+    event = UpdateNode(user_id=user_id, cube_id=cube_id or user_id, node_id=node_id,
+                       memory=memory, key=key, tags=tag_list,
+                       status=status, frozen=frozen)  # type: ignore[arg-type]
+    run_async(apply_command(settings, event, "update"))
+    console.print(f"updated {node_id}")
+
+
+@main.command()
+@click.argument("ids", nargs=-1, required=True, callback=not_empty)
+@user_option
+@cube_option
+@data_dir_option
+def delete(ids: tuple[str, ...], user_id: str, cube_id: str | None,
+           data_dir: Path | None) -> None:
+    """Delete the memories with these IDS (and their working-memory copies)."""
+    run_async(_delete(settings_for(data_dir), ids, user_id, cube_id or user_id))
+
+
+async def _delete(settings: Settings, ids: tuple[str, ...], user_id: str, cube: str) -> None:
+    async with MemoryClient(settings) as client:
+        found = {n.id for n in await client.get(user_id, ids, cube_id=cube)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise InputError(f"no memory {', '.join(missing)} in cube '{cube}'; nothing deleted")
+    await apply_command(settings, DeleteNodes(user_id=user_id, cube_id=cube, node_ids=ids),
+                   "delete")
+    console.print(f"deleted {plural(len(ids), 'memory', 'memories')} from cube '{cube}'")
+
+
+@main.group(name="dead-letters", invoke_without_command=True)
+@click.option("--stage", default=None, help="Only letters of this stage.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
+@json_option
+@data_dir_option
+@click.pass_context
+def dead_letters(ctx: click.Context, stage: str | None, limit: int, as_json: bool,
+                 data_dir: Path | None) -> None:
+    """Events that failed (newest last); `dead-letters redrive` publishes them again."""
+    if ctx.invoked_subcommand is None:
+        run_async(_letters(settings_for(data_dir), stage, limit, as_json))
+
+
+async def _all_letters(settings: Settings, stage: str | None) -> list[DeadLetter]:
+    async with MemoryClient(settings) as client:
+        letters = [e for e in await client.history("dead-letter")
+                   if isinstance(e, DeadLetter)]
+    letters = [d for d in letters if stage is None or d.stage == stage]
+    return sorted(letters, key=lambda d: d.occurred_at)
+
+
+def _where(d: DeadLetter) -> str:
+    return f"{d.original_topic}:{d.original_partition}:{d.original_offset}"
+
+
+async def _letters(settings: Settings, stage: str | None, limit: int, as_json: bool) -> None:
+    letters = await _all_letters(settings, stage)
+    shown = letters[-limit:]
+    if not as_json and not letters:
+        console.print("no dead letters" + (f" of stage {stage}" if stage else ""))
+        return
+    if as_json:
+        print_json({"total": len(letters),
+                     "letters": [d.model_dump(mode="json") for d in shown]})
+        return
+    table = Table("when", "stage", "original (topic:partition:offset)", "error",
+                  title=f"{plural(len(letters), 'dead letter')}"
+                        + (f", newest {len(shown)} shown" if len(shown) < len(letters) else ""))
+    table.columns[3].overflow = "fold"
+    table.columns[3].ratio = 1
+    for d in shown:
+        table.add_row(d.occurred_at.strftime("%Y-%m-%d %H:%M:%S"), d.stage, _where(d), d.error)
+    console.print(table)
+
+
+@dead_letters.command()
+@click.argument("where", nargs=-1)
+@click.option("--stage", default=None, help="Re-drive every letter of this stage.")
+@click.option("--all", "everything", is_flag=True, help="Re-drive every dead letter.")
+@data_dir_option
+def redrive(where: tuple[str, ...], stage: str | None, everything: bool,
+            data_dir: Path | None) -> None:
+    """Publish failed events again to their original topic.
+
+    WHERE names letters as topic:partition:offset (as `dead-letters` shows them). A letter
+    that fails again is dead-lettered again; re-driving is for after the cause was fixed.
+    """
+    if not (where or stage or everything):
+        raise click.UsageError("name letters (topic:partition:offset), or give --stage or --all")
+    run_async(_redrive(settings_for(data_dir), set(where), stage))
+
+
+async def _redrive(settings: Settings, where: set[str], stage: str | None) -> None:
+    letters = await _all_letters(settings, stage)
+    chosen = [d for d in letters if not where or _where(d) in where]
+    unknown = where - {_where(d) for d in letters}
+    if unknown:
+        raise InputError(f"no dead letter at {', '.join(sorted(unknown))}")
+    async with MemoryClient(settings) as client:
+        for d in chosen:
+            token = await client.redrive(d)
+            console.print(f"re-drove {_where(d)} → {token.topic}:{token.partition}:"
+                          f"{token.offset}")
+    console.print(f"re-drove {plural(len(chosen), 'dead letter')}")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--user", "user_id", default=None, callback=not_empty,
+              help="Back up this user's cube (with --cube: that cube). Default: every cube "
+                   "holding memories.")
+@click.option("--cube", "cube_id", default=None, callback=not_empty,
+              help="The memory cube (default: the user id).")
+@click.option("--keep", "--keep-last", "keep_last", default=3, show_default=True,
+              type=click.IntRange(1, 1000),
+              help="Backups of each cube kept in DIRECTORY (older ones are deleted).")
+@click.option("--drop", is_flag=True,
+              help="Erase the cube from the stores after the backup (needs --user).")
+@data_dir_option
+def backup(directory: Path, user_id: str | None, cube_id: str | None, keep_last: int,
+           drop: bool, data_dir: Path | None) -> None:
+    """Write timestamped dumps of cubes into DIRECTORY (done by the worker); `memstream
+    restore DIRECTORY` loads the newest of each back."""
+    if user_id is None and (cube_id is not None or drop):
+        raise click.UsageError("--cube and --drop need --user")
+    if user_id is None:
+        backup_every_cube(directory, keep_last, data_dir)
+        return
+    run_async(_backup(settings_for(data_dir), directory.resolve(), user_id, cube_id or user_id,
+                 keep_last, drop))
+
+
+async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, keep: int,
+                  drop: bool) -> None:
+    async with MemoryClient(settings) as client:
+        if await count_memories(client, user_id, cube, include_inactive=True) == 0:
+            raise InputError(f"cube '{cube}' has no memories; no backup written")
+    event = BackupCube(user_id=user_id, cube_id=cube, directory=str(directory),
+                       keep_last=keep, drop=drop)
+    await apply_command(settings, event, "back up")
+    from memstream.sinks.dump import list_backups
+
+    files = list_backups(directory, cube) if directory.is_dir() else []
+    newest = files[-1] if files else directory
+    info = json.loads(newest.read_text(encoding="utf-8")) if newest.is_file() else {}
+    nodes = [n for n in info.get("nodes", [])
+             if n.get("metadata", {}).get("memory_type") != "WorkingMemory"]
+    console.print(f"backed up cube '{cube}' to {newest}: "
+                  f"{plural(len(nodes), 'memory', 'memories')}"
+                  + (", then erased it from the stores" if drop else ""))

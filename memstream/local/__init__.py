@@ -1,0 +1,1 @@
+"""Launchers of the embedded services (broker, FalkorDB, Milvus server) and process helpers."""

@@ -1,0 +1,1 @@
+"""How records are consumed: stage plumbing, the request lane, turns, commits, priorities."""

@@ -1,0 +1,143 @@
+"""Partitions in turn: how every stage takes its delivered records (see docs/delivery.md).
+
+faust hands an agent its topic's records in the order they were fetched, and a fetch
+brings one partition's backlog in a long run (hundreds of records). A stage slower than
+its input then works through one partition's run while another partition's records, all
+there, wait without a commit: under a long load a partition sat over a minute behind
+another's older backlog, and one cube's burst held every cube that shares the stage.
+
+So an agent only takes its records in (``hold``) and goes back for more; a runner handles
+them a batch per partition in turn, each partition in log order. A held message carries one
+more reference than faust's own, so faust acking it after the agent's batch does not let its
+offset be committed: the runner acks it once it is handled and its outputs are sent
+(at-least-once, as before). A worker that stops, or loses the partition in a rebalance,
+with records still held has not acked them: they are redelivered to the partition's next
+owner, and the ones held from before a rebalance are not handled here
+(``Held.current``). ``lanes`` order urgency (lower first): the optimizer takes its high
+topic before its normal and low ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from faust.types import EventT
+
+from memstream.streams.runtime.stage import RawRecord
+
+
+def _always() -> bool:
+    return True
+
+
+def _nothing() -> None:
+    return None
+
+
+Key = tuple[str, int]  # (topic, partition)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A delivered record waiting its turn."""
+
+    raw: RawRecord
+    ack: Callable[[], object] = _nothing  # once handled: lets its offset be committed
+    current: Callable[[], bool] = _always  # False once a rebalance redelivers it anyway
+
+    @property
+    def key(self) -> Key:
+        return (self.raw.topic, self.raw.partition)
+
+
+def hold(app: faust.App, events: Sequence[EventT[Any]],
+         raw_of: Callable[[EventT[Any]], RawRecord]) -> list[Held]:
+    """``events`` as held records: committed only once ``Held.ack`` is called.
+
+    A record is current while the group is in the generation it was *fetched* in (faust
+    stamps each message), not the one it is held in: records an agent had buffered when a
+    rebalance began are fetched again from the last commit, and handling (and acking) the
+    buffered copies first would ack offsets after a gap, which faust may commit past."""
+    held = []
+    for event in events:
+        event.message.incref()  # faust's ack after the agent's batch leaves this one
+        fetched_in = event.message.generation_id
+        held.append(Held(raw_of(event), event.ack, _in_generation(
+            app, app.consumer_generation_id if fetched_in is None else fetched_in)))
+    return held
+
+
+def _in_generation(app: faust.App, generation: int) -> Callable[[], bool]:
+    def current() -> bool:
+        return bool(app.consumer_generation_id == generation)
+    return current
+
+
+@dataclass
+class TurnQueue:
+    """Held records by lane, then partition, each in log order; at most ``limit`` held
+    (``put`` waits meanwhile)."""
+
+    limit: int
+    lanes: dict[int, dict[Key, deque[Held]]] = field(default_factory=dict)
+    served: dict[int, Key] = field(default_factory=dict)  # lane → partition taken last
+    size: int = 0
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _room: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def put(self, lane: int, items: Sequence[Held]) -> None:
+        while self.size >= self.limit:
+            self._room.clear()
+            await self._room.wait()
+        for item in items:
+            self.lanes.setdefault(lane, {}).setdefault(item.key, deque()).append(item)
+        self.size += len(items)
+        self._arrived.set()
+
+    def next(self) -> tuple[int, Key] | None:
+        """The (lane, partition) to take next: the most urgent lane holding records, and of
+        its partitions the one after the partition taken last (in turn)."""
+        for lane in sorted(self.lanes):
+            keys = sorted(self.lanes[lane])
+            if keys:
+                last = self.served.get(lane)
+                after = (k for k in keys if last is None or k > last)
+                return lane, next(after, keys[0])
+        return None
+
+    def take_round(self, limit: int, partitions: int) -> list[list[Held]]:
+        """A batch (at most ``limit``) from each of up to ``partitions`` partitions of the most
+        urgent lane, in turn: batches that may run at once (each partition keeps its order,
+        as long as the next round waits for this one)."""
+        batches: list[list[Held]] = []
+        lane: int | None = None
+        while len(batches) < partitions and (chosen := self.next()) is not None:
+            if lane is not None and (chosen[0] != lane
+                                     or any(b[0].key == chosen[1] for b in batches)):
+                break
+            lane = chosen[0]
+            batches.append(self.take(*chosen, limit))
+        return batches
+
+    def take(self, lane: int, key: Key, limit: int) -> list[Held]:
+        waiting = self.lanes[lane][key]
+        batch = [waiting.popleft() for _ in range(min(limit, len(waiting)))]
+        if not waiting:
+            del self.lanes[lane][key]
+        self.served[lane] = key
+        self.size -= len(batch)
+        self._room.set()
+        return batch
+
+    def holds(self, lane: int) -> bool:
+        return bool(self.lanes.get(lane))
+
+    async def arrival(self) -> None:
+        """Wait until records are put (returns at once if some came since the last wait)."""
+        await self._arrived.wait()
+        self._arrived.clear()
