@@ -66,6 +66,20 @@ class FalkorDBGraphStore(CypherGraphStore):
     async def close(self) -> None:
         await self._db.aclose()
 
+    async def purge_deleted(self, cube_id: str) -> None:
+        """Erasure on disk (``sinks.erasure``): the server rewrites its append-only file and
+        RDB snapshot from what it holds now, so deleted text leaves its files. First the
+        graph's telemetry stream goes: FalkorDB keeps recent queries there (a Redis key,
+        saved with the rest) with their parameters written into the query text."""
+        from memstream.sinks.erasure import rewrite_redis_files
+
+        try:
+            await self._db.connection.delete(f"telemetry{{{self.graph_name}}}")
+            await rewrite_redis_files(self._db.connection)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreError(f"FalkorDB could not rewrite its files after erasing {cube_id!r}: "
+                             f"{exc}") from exc
+
     async def drop_graph(self) -> None:
         """Delete the whole graph key (every cube in it); tests and ``memstream down --wipe``."""
         try:

@@ -265,6 +265,25 @@ class MilvusVectorStore:
         await self.ensure_collection()
         await self._call("flush", self._collection)
 
+    async def purge_deleted(self, cube_id: str) -> None:
+        """Erasure on disk (``sinks.erasure``): Milvus Lite rewrites the cube's partition
+        without its deleted rows now; a server is asked to compact (it does so in the
+        background: see docs/erasure.md)."""
+        await self.ensure_collection()
+        if not self._lite:
+            await self._call("flush", self._collection)
+            await self._call("compact", self._collection)
+            return
+        from memstream.sinks.milvus_lite_purge import purge_partition
+
+        part = partition_name(cube_id) if self._partitioning == "cube" else "_default"
+        lock = self._write_lock or threading.Lock()  # every Lite store has one
+
+        def purge() -> int:
+            with lock:
+                return purge_partition(self._uri, self._collection, part)
+        await asyncio.to_thread(purge)
+
     async def drop(self) -> None:
         """Drop the whole collection (tests; re-embedding into a fresh collection)."""
         await self.ensure_collection()

@@ -47,6 +47,7 @@ from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
+from memstream.topics.log_ends import LogWatch
 from memstream.topics.log_index import index_group
 from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
@@ -148,6 +149,25 @@ class Worker:
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
 
         self.app.task(reap)
+        if s.kafka.log_watch_s > 0:
+            from memstream.local.broker import LOOPBACK, broker_data_dir
+            from memstream.local.broker_snapshot import preserve
+
+            watch = LogWatch(s, self.bootstrap)
+            embedded = not s.kafka.bootstrap_servers and self.bootstrap.startswith(LOOPBACK)
+            broker_dir = broker_data_dir(s)
+
+            def keep_last_good() -> None:  # the embedded broker's data file, while it is whole
+                preserve(broker_dir)
+
+            async def watch_log_ends() -> None:  # a broker that lost records is noticed
+                try:
+                    await watch.record_forever(s.data_dir, s.kafka.log_watch_s,
+                                               keep_last_good if embedded else None)
+                finally:
+                    await watch.close()
+
+            self.app.task(watch_log_ends)
         await self.app.start()
         self.indexer = ProvenanceIndexer(s, self.bootstrap, deps.store.graph)
         await self.indexer.start()  # where each cube's records sit in the log (provenance)

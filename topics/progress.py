@@ -32,6 +32,15 @@ class NotAppliedYet(TimeoutError):
     answer in that time)."""
 
 
+class WriteLost(NotAppliedYet):
+    """The write's offset lies past the end of its partition: the broker lost it (the
+    embedded broker loses its last unsaved second when killed). Waiting cannot help."""
+
+
+# How often a waiting caller asks whether its write still exists (one ListOffsets request).
+LOST_CHECK_S = 0.5
+
+
 class Progress:
     """Committed offsets of the workers' consumer group, read without joining it."""
 
@@ -100,15 +109,27 @@ class Progress:
         """Return once the write behind ``token`` went through every stage it feeds."""
         deadline = time.monotonic() + timeout
         src = TopicPartition(token.topic, token.partition)
-        await self._wait(src, token.offset + 1, deadline, poll_s)
+        await self._wait(src, token.offset + 1, deadline, poll_s, written=token.offset)
         if token.topic == CONVERSATIONS.name(self.settings):
             # Extraction is done and its items are in memory.items: same key, same partition
             # count, so the same partition number. Wait for the add stage to pass its end.
             items = TopicPartition(MEMORY_ITEMS.name(self.settings), token.partition)
             await self._wait(items, await self.end_offset(items, deadline), deadline, poll_s)
 
-    async def _wait(self, tp: TopicPartition, target: int, deadline: float, poll_s: float) -> None:
+    async def _wait(self, tp: TopicPartition, target: int, deadline: float, poll_s: float,
+                    written: int | None = None) -> None:
+        """Until the group committed ``target`` on ``tp``; ``written``: the offset of the
+        caller's own write, which must still be in the log (else ``WriteLost`` at once)."""
+        next_check = 0.0
         while await self.committed(tp, deadline) < target:
+            if written is not None and time.monotonic() >= next_check:
+                end = await self.end_offset(tp, deadline)
+                if end <= written:
+                    raise WriteLost(
+                        f"the broker lost this write: {tp.topic}[{tp.partition}] ends at "
+                        f"offset {end}, the write was at offset {written} (the broker was "
+                        "restarted without it; publish it again)")
+                next_check = time.monotonic() + LOST_CHECK_S
             if time.monotonic() >= deadline:
                 raise NotAppliedYet(
                     f"workers have not processed {tp.topic}[{tp.partition}] up to offset "

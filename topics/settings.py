@@ -56,6 +56,9 @@ class KafkaSettings(BaseModel):
     # Where the pause applies: auto = a loopback broker (the embedded ones); a worker
     # patches its own process, a client only the consumers it creates.
     fetch_pause: Literal["auto", "always", "never"] = "auto"
+    # A worker records the retained topics' end offsets this often (``<data_dir>/
+    # log-ends.json``), so a broker that comes back with fewer records is noticed; 0: never.
+    log_watch_s: float = Field(default=0.5, ge=0)
 
 
 class GraphSettings(BaseModel):

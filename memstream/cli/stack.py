@@ -122,6 +122,10 @@ async def _up(settings: Settings) -> None:
     if killed:
         console.print(f"the broker was restarted: stopped worker pid {killed[0]} before it, so "
                       "a new worker resumes from the offsets the broker kept")
+    from memstream.local.log_report import after_start
+
+    for line in await after_start(settings, stack.bootstrap, stack.restored):
+        console.print(f"[red]{line}[/]", highlight=False)
     if (info := running_worker(settings.data_dir)) is not None:
         pid = int(str(info["pid"]))
         if info.get("state") == "starting":
@@ -166,6 +170,7 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
+    from memstream.local.log_report import status_lines, status_report
     from memstream.local.services import status as service_status
     from memstream.topics.admin import worker_lag
 
@@ -175,7 +180,7 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
         lag = await worker_lag(settings, bootstrap) if bootstrap else {}
         print_json({"data_dir": str(settings.data_dir), "broker": bootstrap,
                      "graph": settings.graph.uri or st.graph, "worker_pid": st.worker_pid,
-                     "notes": st.notes,
+                     "notes": st.notes, "log": await status_report(settings, bootstrap),
                      "lag": {t: sum(p.values()) for t, p in sorted(lag.items()) if p}})
         return
     def missing(what: str) -> str:
@@ -190,7 +195,11 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
     if st.worker_pid and "worker" in st.notes:
         worker += f" ({st.notes['worker']})"
     table.add_row("worker", worker)
+    log_lines = status_lines(await status_report(settings, bootstrap))
+    table.add_row("log", log_lines[0])
     console.print(table)
+    for line in log_lines[1:]:
+        console.print(line, highlight=False)
     if bootstrap:
         lag = await worker_lag(settings, bootstrap)
         rows = [(t, sum(p.values())) for t, p in sorted(lag.items()) if p]

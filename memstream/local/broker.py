@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import IO, ClassVar, assert_never
 
+from memstream.local.broker_snapshot import Restored, preserve, restore, save_allowance_s
 from memstream.local.processes import (
     LOOPBACK,
     die_with_parent,
@@ -89,6 +90,12 @@ class LocalBroker(ABC):
         self._popen: subprocess.Popen[bytes] | None = None
         self._log_fh: IO[bytes] | None = None
         self._detached = False
+        # Set by ``start`` when the data file was missing or damaged and a copy was put back.
+        self.restored: Restored | None = None
+
+    def _prepare_data(self) -> Restored | None:
+        """Check the broker's own data files before it starts (nothing by default)."""
+        return None
 
     @abstractmethod
     def _default_binary(self) -> Path | None:
@@ -156,6 +163,7 @@ class LocalBroker(ABC):
                 "in use; stop what listens there or pick another port"
             )
         log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.restored = self._prepare_data()
         command = self._command(binary, port)
         log.info("starting %s broker on %s:%s (log: %s)", self.kind, LOOPBACK, port, self.log_path)
         self._spawn(command, detached)
@@ -226,9 +234,10 @@ class LocalBroker(ABC):
         """SIGTERM, then SIGKILL after ``stop_timeout_s``; removes this broker's pidfiles."""
         pid = self._pid
         if pid is not None:
-            await terminate(pid, self.stop_timeout_s)
+            await terminate(pid, save_allowance_s(self.data_dir, self.stop_timeout_s))
             if self._popen is not None:
                 self._popen.poll()
+            preserve(self.data_dir)  # noida's save at SIGTERM is the newest whole copy
             if self._detached and _read_pid(self.data_dir) == pid:
                 _clear_detached(self.data_dir)
         if self._log_fh is not None:
@@ -258,6 +267,10 @@ class NoidaBroker(LocalBroker):
             return beside_python
         on_path = shutil.which("noida-db")
         return Path(on_path) if on_path else None
+
+    def _prepare_data(self) -> Restored | None:
+        # A missing data file would start an empty log (see memstream.local.broker_snapshot).
+        return restore(self.data_dir)
 
     def _command(self, binary: Path, port: int) -> list[str]:
         return [
@@ -389,8 +402,9 @@ async def stop_detached(data_dir: Path | str, timeout_s: float = 10.0) -> bool:
     pid = _detached_pid(directory)
     if pid is None:
         return False
-    await terminate(pid, timeout_s)
+    await terminate(pid, save_allowance_s(directory, timeout_s))
     _clear_detached(directory)
+    preserve(directory)  # a no-op for a broker without a data file
     return True
 
 

@@ -23,6 +23,7 @@ from memstream.local.broker import (
     running_broker,
 )
 from memstream.local.broker import recorded_pid as broker_pid
+from memstream.local.broker_snapshot import Restored
 from memstream.local.falkordb import FalkorDBServer
 from memstream.local.processes import pid_alive
 from memstream.topics.admin import ensure_topics
@@ -53,6 +54,8 @@ class EmbeddedStack:
     graph_uri: str = field(default="", init=False)
     broker: LocalBroker | None = field(default=None, init=False)
     falkordb: FalkorDBServer | None = field(default=None, init=False)
+    # The broker's data file was missing or damaged and its last good copy was put back.
+    restored: Restored | None = field(default=None, init=False)
     # Called before a detached broker is (re)started: a client still running from before
     # must be gone by then (see ``memstream up``).
     before_broker_start: Callable[[], Awaitable[None]] | None = None
@@ -107,7 +110,9 @@ class EmbeddedStack:
             await self.before_broker_start()
         broker = create_broker(self.settings.kafka.embedded_broker, directory,
                                _reusable(last_port(directory)))
-        return await broker.start(detached=True)
+        bootstrap = await broker.start(detached=True)
+        self.restored = broker.restored
+        return bootstrap
 
     async def stop(self) -> None:
         if self.falkordb is not None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memstream.sinks.dump import backup_cube, dump_cube, load_cube
+from memstream.sinks.erasure import purge_deleted
 from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
@@ -98,6 +99,8 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
     ids = [n.id for n in nodes]
     copies = [working_copy_id(i) for i in ids]
     await deps.store.delete(cmd.cube_id, [*ids, *copies])
+    if ids:
+        await purge_deleted(deps.store, cmd.cube_id)  # the text leaves the stores' files
     out = [_update(cmd, deps, "deleted", i, reason="deleted by command") for i in ids]
     if ids:
         out.append(Outgoing(REORGANIZE_HIGH, ReorganizeEvent(
@@ -109,6 +112,7 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
 async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
     nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
     await forget_cube(deps.embedder, cmd.cube_id)  # the vectors kept of its texts
+    await purge_deleted(deps.store, cmd.cube_id)  # and out of the stores' files
     # Last: the cube's records in every topic (and its scheduler state) become unreadable.
     shredded = destroy_key(cmd.cube_id)
     log_note = ", its data key destroyed" if shredded else ""

@@ -100,8 +100,16 @@ class CachedEmbedder:
         return await self.inner.embed_queries(texts)
 
     async def forget(self, cube_id: str) -> int:
-        """Drop every vector kept for ``cube_id``; returns how many."""
-        return int(await asyncio.to_thread(self._cache.evict, cube_id))
+        """Drop every vector kept for ``cube_id``; returns how many. The file is then
+        vacuumed and its log truncated: sqlite keeps deleted rows in free pages otherwise."""
+        return int(await asyncio.to_thread(self._forget, cube_id))
+
+    def _forget(self, cube_id: str) -> int:
+        count = int(self._cache.evict(cube_id))
+        if count:
+            self._cache.check(fix=True)  # VACUUM (diskcache's public way to run it)
+            self._cache._sql("PRAGMA wal_checkpoint(TRUNCATE)")  # noqa: SLF001
+        return count
 
     async def close(self) -> None:
         try:

@@ -19,6 +19,7 @@ from memstream.streams.reorganize.logic import STAGE, on_add, on_merge, on_remov
 from memstream.streams.reorganize.optimize import Scopes, run_scopes, run_windows
 from memstream.streams.runtime.priority import PriorityProcessor, priority_agent
 from memstream.streams.runtime.stage import Deps, Outgoing, Record, StageStats
+from memstream.streams.runtime.stall_check import hold_stall_reports
 from memstream.topics.events import ReorganizeEvent
 from memstream.topics.progress import Progress
 from memstream.topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
@@ -78,6 +79,7 @@ def register(
 ) -> tuple[StageStats, Processor]:
     stats = StageStats()
     processor = Processor(bound, deps, stats, progress)
+    hold_stall_reports(bound.app, processor.held)  # paused or queued on purpose: no stall
     worker = deps.settings.worker
     for priority, spec in enumerate(SPECS):
         size = worker.high_priority_batch if priority == 0 else worker.low_priority_batch

@@ -1,4 +1,5 @@
-"""Lexical relevance for the search and scheduler ``rules`` stand-ins.
+"""Lexical relevance: shared salient terms between a query and a memory (used by the search
+and scheduler stand-ins and by the scheduler's and inference prompts).
 
 Without a model, "is this memory about the query" is approximated by shared
 salient terms: English words compared by a crude stem (so "flights" meets

@@ -1,9 +1,9 @@
-"""Small text helpers for the deterministic ``rules`` stand-ins.
+"""Words, titles and tags: the text handling every stage and the ``rules`` stand-in share
+(extraction's keys and tags, the add stage's titles, the full-text index's terms).
 
 English and Chinese get tags and keys made of whole words (Chinese segmented by
 jieba, loaded lazily and once); other scripts are recognised so that they are
 kept as written instead of going through the English or Chinese heuristics.
-Enough to split, filter and tag statements sensibly without a model.
 """
 
 from __future__ import annotations

@@ -230,3 +230,39 @@ async def test_broker_sigkill_then_up_on_the_same_address_and_the_work_resumes(
     assert down.returncode == 0 and "stopped: worker, FalkorDB, broker" in down.stdout, \
         down.stdout + down.stderr
     assert time.monotonic() - started < 30, "memstream down took over 30s"
+
+
+async def test_broker_back_with_less_than_memstream_saw_is_reported_and_waits_fail_at_once(
+    stack: Path,
+) -> None:
+    """The broker restarted with an older log than the one memstream saw (what a SIGKILL in
+    its unsaved second does, made certain here by putting an older data file back): `up`
+    and `status` say which records are lost, and a client waiting on one fails at once."""
+    settings = Settings(data_dir=stack)
+    broker_dir = stack / "broker"
+    async with MemoryClient(settings) as client:
+        for token in await publish_slowly(client, cubes=1, pause_s=0.05):
+            await client.wait_applied(token, timeout=60)
+        await asyncio.sleep(3)  # saved by noida
+        older = (broker_dir / "kafka.json").read_bytes()
+        lost = await client.add_memories("crash1", facts(1))
+        await client.wait_applied(lost, timeout=60)
+    await asyncio.sleep(2)  # seen by the worker's record of the log's ends
+    os.kill(broker_pid(broker_dir) or 0, signal.SIGKILL)
+    (broker_dir / "kafka.tmp").write_bytes(older)
+    os.replace(broker_dir / "kafka.tmp", broker_dir / "kafka.json")
+
+    up = run(["up"], stack)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "the broker lost" in up.stdout, up.stdout
+    assert f"memory.items[{lost.partition}]" in up.stdout, up.stdout
+    async with MemoryClient(settings) as client:
+        started = time.monotonic()
+        with pytest.raises(ClientError, match="the broker lost this write"):
+            await client.wait_applied(lost, timeout=60)
+        assert time.monotonic() - started < 5
+    status = run(["status"], stack)
+    assert "last restart problem" in status.stdout and "record(s) lost" in status.stdout, \
+        status.stdout
+    as_json = json.loads(run(["status", "--json"], stack).stdout)
+    assert as_json["log"]["last_report"]["losses"], as_json["log"]

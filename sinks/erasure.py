@@ -1,0 +1,82 @@
+"""Erasure on disk: after a delete, rewrite the stores' own files so the text leaves them.
+
+A deleted node is gone from every query at once, but not from the bytes the stores keep:
+FalkorDB (redis) appends every write to its append-only file and keeps the last RDB
+snapshot; Milvus Lite keeps deleted rows in its write-ahead log and data files until a
+compaction. ``purge_deleted`` runs after ``delete_cube`` and ``delete`` of memories: it asks
+each store that can to rewrite its files from what it holds now. Stores that cannot do so
+from here (Neo4j, a Milvus server, Kafka) are covered in docs/erasure.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol, runtime_checkable
+
+from memstream.sinks.memory_store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+# How long a rewrite of the graph server's files may take before erasure is reported failed.
+REWRITE_TIMEOUT_S = 300.0
+
+
+@runtime_checkable
+class PurgesDeleted(Protocol):
+    """A store that can rewrite its own files without what was deleted."""
+
+    async def purge_deleted(self, cube_id: str) -> None: ...
+
+
+def _unwrapped(store: object) -> object:
+    """The adapter under caching wrappers (``CachedVectorStore.inner``)."""
+    while (inner := getattr(store, "inner", None)) is not None:
+        store = inner
+    return store
+
+
+async def purge_deleted(store: MemoryStore, cube_id: str) -> list[str]:
+    """Rewrite the files of every store that can; returns the names of those rewritten."""
+    done = []
+    for part in (_unwrapped(store.graph), _unwrapped(store.vectors)):
+        if isinstance(part, PurgesDeleted):
+            await part.purge_deleted(cube_id)
+            done.append(type(part).__name__)
+    return done
+
+
+def _info(raw: Any) -> dict[str, str]:
+    """INFO's fields as strings (redis-py parses the reply into a dict; raw text otherwise)."""
+    if isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+async def rewrite_redis_files(connection: Any, timeout_s: float = REWRITE_TIMEOUT_S) -> None:
+    """BGREWRITEAOF (the new append-only file holds only live data; redis deletes the old
+    ones), then BGSAVE (the RDB snapshot likewise), each waited for. ``connection``: a
+    ``redis.asyncio`` client."""
+    async def persistence() -> dict[str, str]:
+        return _info(await connection.execute_command("INFO", "persistence"))
+
+    async def wait(*busy: str) -> dict[str, str]:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                info = await persistence()
+                if all(info.get(flag, "0") == "0" for flag in busy):
+                    return info
+                await asyncio.sleep(0.02)
+
+    info = await wait("aof_rewrite_in_progress", "rdb_bgsave_in_progress")
+    if info.get("aof_enabled") == "1":
+        await connection.execute_command("BGREWRITEAOF")
+        info = await wait("aof_rewrite_in_progress", "aof_rewrite_scheduled")
+        if info.get("aof_last_bgrewrite_status") != "ok":
+            raise RuntimeError(f"redis BGREWRITEAOF failed: {info}")
+    await connection.execute_command("BGSAVE")
+    info = await wait("rdb_bgsave_in_progress")
+    if info.get("rdb_last_bgsave_status") != "ok":
+        raise RuntimeError(f"redis BGSAVE failed: {info}")
