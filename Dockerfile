@@ -12,7 +12,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 RUN mkdir -p memstream topics streams sinks \
     && touch memstream/__init__.py topics/__init__.py streams/__init__.py sinks/__init__.py \
-    && pip install . \
+    && pip install '.[otel]' \
     && pip uninstall -y memstream
 COPY memstream ./memstream
 COPY topics ./topics

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from memstream.sinks.log_refs import FALKORDB_SCHEMA as FALKORDB_LOG_REFS
+from memstream.sinks.log_refs import NEO4J_SCHEMA as NEO4J_LOG_REFS
+
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
@@ -63,6 +66,7 @@ NEO4J: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("cube_access", "CREATE INDEX cube_access IF NOT EXISTS FOR (n:CubeAccess) ON (n.cube_id)"),
         ("llm_spend", "CREATE INDEX llm_spend IF NOT EXISTS FOR (n:LLMSpend) ON (n.cube_id)"),
+        *NEO4J_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
     ),
     fulltext_call="CALL db.index.fulltext.queryNodes('memory_search_text', $text) "
     "YIELD node, score",
@@ -82,6 +86,7 @@ FALKORDB: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("CubeAccess.cube_id", "CREATE INDEX FOR (n:CubeAccess) ON (n.cube_id)"),
         ("LLMSpend.cube_id", "CREATE INDEX FOR (n:LLMSpend) ON (n.cube_id)"),
+        *FALKORDB_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
     ),
     fulltext_call="CALL db.idx.fulltext.queryNodes('Memory', $text) YIELD node, score",
     fulltext_syntax="redisearch",

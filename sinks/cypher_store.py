@@ -25,6 +25,7 @@ from memstream.sinks.graph_props import (
     unique_edges,
     usage_json,
 )
+from memstream.sinks.log_refs import CypherLogRefs
 from memstream.sinks.ports import (
     Direction,
     Filter,
@@ -61,7 +62,7 @@ def _unique(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-class CypherGraphStore(ABC):
+class CypherGraphStore(CypherLogRefs, ABC):
     """GraphStore over a Cypher endpoint; subclasses implement the four runners below."""
 
     def __init__(self, dialect: cypher.Dialect, batch_size: int = DEFAULT_BATCH) -> None:

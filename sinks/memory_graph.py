@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from memstream.sinks import cypher, fulltext
 from memstream.sinks.filtering import field_value, matches_all
+from memstream.sinks.log_refs import InMemoryLogRefs
 from memstream.sinks.ports import (
     FILTER_FIELDS,
     TIME_FIELDS,
@@ -65,7 +66,7 @@ def _checked(filters: Sequence[Filter]) -> Sequence[Filter]:
     return filters
 
 
-class InMemoryGraphStore:
+class InMemoryGraphStore(InMemoryLogRefs):
     """The GraphStore port over dicts: per cube, nodes by id and edges by (source, target,
     type). Models are frozen, so they are stored and returned as given."""
 

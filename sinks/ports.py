@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from memstream.topics.access import CubeAccess
+from memstream.topics.log_index import LogRef, LogRefQuery
 from memstream.topics.models import (
     CubeGraph,
     Edge,
@@ -234,6 +235,14 @@ class GraphStore(Protocol):
 
     async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
         """Record (upsert) the tokens of one call of the cube in ``period``."""
+        ...
+
+    async def add_log_refs(self, refs: Sequence[LogRef]) -> None:
+        """Record where records of a cube sit in the log (kept once per ref; no text)."""
+        ...
+
+    async def log_refs(self, query: LogRefQuery) -> list[LogRef]:
+        """The refs answering ``query``, in log order (a prefix query: matching node ids)."""
         ...
 
 

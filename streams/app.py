@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import faust
@@ -32,10 +33,12 @@ from memstream.streams.runtime.stage import (
     make_batch_handler,
 )
 from memstream.streams.runtime.turns import Held, TurnQueue, hold
+from memstream.topics.headers import headers_for
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec
 from memstream.topics.settings import Settings
+from memstream.topics.signing import Signer
 
 log = logging.getLogger("memstream.app")
 
@@ -92,6 +95,11 @@ class BoundTopics:
     def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
         return self.topics[spec.suffix]
 
+    @cached_property
+    def signer(self) -> Signer | None:
+        """Signs what this worker publishes, when it has an application key."""
+        return Signer.of(self.settings.security)
+
     def before_start(self, hook: StartHook) -> None:
         """Run ``hook`` when the app starts, before its consumer and tables."""
         if not isinstance(self.app, WorkerApp):
@@ -121,8 +129,10 @@ class BoundTopics:
         for out in outgoing:
             key = out.key if out.key is not None else out.event.kafka_key
             topic = self[out.spec] if out.topic is None else self.named(out.topic)
-            fut = await topic.send(key=key, value=out.spec.encode(out.event),
-                                   partition=out.partition)
+            value = out.spec.encode(out.event)
+            fut = await topic.send(key=key, value=value, partition=out.partition,
+                                   headers=headers_for(out.event, value, self.signer,
+                                                       out.headers or None))
             futures.append(fut)
         if futures:
             await asyncio.gather(*futures)
@@ -195,10 +205,13 @@ def raw_of(event: EventT[Any]) -> RawRecord:
     msg = event.message
     value = event.value if isinstance(event.value, bytes | bytearray) or event.value is None \
         else msg.value
+    headers = msg.headers.items() if isinstance(msg.headers, Mapping) else msg.headers or ()
     return RawRecord(
         topic=msg.topic, partition=msg.partition, offset=msg.offset,
         key=msg.key if isinstance(msg.key, bytes) or msg.key is None else str(msg.key).encode(),
         value=bytes(value) if value is not None else None,
+        headers=tuple((k, bytes(v)) for k, v in headers),
+        timestamp_ms=None if msg.timestamp is None else round(msg.timestamp * 1000),
     )
 
 
@@ -368,7 +381,7 @@ def register_stage(
         return await logic(records, deps)
 
     handler = make_batch_handler(stage, spec, run, deps.settings.worker, deps.clock, stats,
-                                 deps.settings.limits)
+                                 deps.settings.limits, deps.verifier)  # signatures first
     w = deps.settings.worker
     register_batch_agent(bound, spec, name, handler, stats, w.batch_size, w.batch_within_s)
     return stats

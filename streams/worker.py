@@ -33,6 +33,7 @@ from memstream.streams.memory.agent import register as register_memory
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.ops.budget import MeteredLLM
 from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.provenance.indexer import ProvenanceIndexer
 from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
@@ -42,10 +43,12 @@ from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
+from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
 from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
 from memstream.topics.log_ends import LogWatch
+from memstream.topics.log_index import index_group
 from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
 from memstream.topics.progress import Progress
@@ -53,6 +56,7 @@ from memstream.topics.registry import WORKER_INPUTS, consumer_group
 from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
+from memstream.topics.signing import check_worker_signing
 
 log = logging.getLogger("memstream.worker")
 
@@ -86,6 +90,7 @@ class Worker:
     bound: BoundTopics | None = field(default=None, init=False)
     stats: dict[str, StageStats] = field(default_factory=dict, init=False)
     progress: Progress | None = field(default=None, init=False)
+    indexer: ProvenanceIndexer | None = field(default=None, init=False)
     _keys: Path | None = field(default=None, init=False)
     metrics: WorkerMetrics | None = field(default=None, init=False)
     metrics_url: str | None = field(default=None, init=False)  # its /metrics endpoint
@@ -120,6 +125,8 @@ class Worker:
 
     async def _start(self) -> None:
         s = self.settings
+        check_worker_signing(s.security)  # a worker refusing unsigned events signs its own
+        tracing.configure(s.tracing, "memstream-worker")
         if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
             configure_fetch_pause(s.kafka)
         if (key_dir := s.erasure_key_dir) is not None:
@@ -127,7 +134,8 @@ class Worker:
             self._keys = key_dir
         await ensure_topics(s, self.bootstrap)
         # A worker killed outright stays in its groups on the embedded broker: drop it first.
-        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS})
+        await remove_stale_members(self.bootstrap, {consumer_group(s, t) for t in WORKER_INPUTS}
+                                   | {index_group(s)})
         deps = await self.open_deps()
         deps.views = ViewMap(s, self.bootstrap)
         await deps.views.start()  # every promoted cube known before the first request
@@ -135,7 +143,7 @@ class Worker:
         self.app, self.bound = create_app(s, self.bootstrap)
         self.progress = Progress(s, self.bootstrap)
         self.stats = register_stages(self.bound, deps, self.progress)
-        groups = {consumer_group(s, t) for t in WORKER_INPUTS}
+        groups = {consumer_group(s, t) for t in WORKER_INPUTS} | {index_group(s)}
 
         async def reap() -> None:  # the broker may never drop a killed worker (streams.reaper)
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
@@ -161,6 +169,8 @@ class Worker:
 
             self.app.task(watch_log_ends)
         await self.app.start()
+        self.indexer = ProvenanceIndexer(s, self.bootstrap, deps.store.graph)
+        await self.indexer.start()  # where each cube's records sit in the log (provenance)
         if self.metrics is not None:
             self.metrics.bind(self.stats)
             self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
@@ -169,6 +179,10 @@ class Worker:
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 
     async def stop(self) -> None:
+        indexer, self.indexer = self.indexer, None
+        if indexer is not None:
+            await indexer.stop()
+        tracing.flush()
         if self.metrics is not None:
             await self.metrics.stop()
         if self.app is not None:

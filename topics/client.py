@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -20,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
-from memstream.topics import provenance
+from memstream.topics import provenance_read, tracing
 from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -44,6 +45,7 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
+from memstream.topics.headers import headers_for, headers_for_payload
 from memstream.topics.kafka_compat import pause_consumer, start_or_release, stop_within
 from memstream.topics.limits import LimitExceeded, check_content, check_encoded
 from memstream.topics.models import (
@@ -74,6 +76,7 @@ from memstream.topics.replies import ReplyListener
 from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
+from memstream.topics.signing import Signer
 from memstream.topics.workers import WorkerProbe
 
 log = logging.getLogger("memstream.client")
@@ -90,6 +93,13 @@ class MemoryServiceError(ClientError):
         super().__init__(f"{type}: {message}")
         self.type = type
         self.message = message
+
+
+def _call_span(call: str, event: BaseModel | None) -> AbstractContextManager[Any]:
+    """The span of one client call (``memstream.client.search``, ``...add_messages``)."""
+    return tracing.span(f"memstream.client.{call}", {
+        "memstream.user_id": getattr(event, "user_id", None),
+        "memstream.cube_id": getattr(event, "cube_id", None)}, kind="client")
 
 
 __all__ = ["ClientError", "LimitExceeded", "MemoryClient", "MemoryServiceError"]
@@ -117,6 +127,8 @@ class MemoryClient:
         self.client_id = f"{self.settings.kafka.client_id}-{new_event_id()[:12]}"
         self._keys: Path | None = None  # the key directory this client activated
         self._probe: WorkerProbe | None = None  # asks whether a worker is there
+        self.provenance_readers: provenance_read.Readers | None = None  # history, explain
+        self._signer = Signer.of(self.settings.security)  # None: publishes unsigned
 
     @property
     def bootstrap(self) -> str:
@@ -141,6 +153,7 @@ class MemoryClient:
             activate_keys(key_dir)  # seal what it publishes with per-cube keys
             self._keys = key_dir
         await ensure_topics(self.settings, self.bootstrap)
+        tracing.configure(self.settings.tracing, "memstream-client")
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", client_id=self.settings.kafka.client_id,
             linger_ms=0,
@@ -163,6 +176,9 @@ class MemoryClient:
         probe, self._probe = self._probe, None
         if probe is not None:
             await probe.close()
+        readers, self.provenance_readers = self.provenance_readers, None
+        if readers is not None:
+            await readers.close()
 
     async def __aenter__(self) -> MemoryClient:
         await self.start()
@@ -190,7 +206,12 @@ class MemoryClient:
         data = spec.encode(event)
         check_encoded(data, self.settings.limits, type(event).__name__)
         try:
-            meta = await self._producer.send_and_wait(spec.name(self.settings), data, key=key)
+            with tracing.span(f"memstream.client.publish {spec.suffix}", {
+                    "messaging.system": "kafka", "messaging.destination.name":
+                    spec.name(self.settings)}, kind="producer"):
+                meta = await self._producer.send_and_wait(
+                    spec.name(self.settings), data, key=key,
+                    headers=headers_for(event, data, self._signer))
         except KafkaError as exc:
             raise ClientError(f"could not publish to {spec.name(self.settings)} at "
                               f"{self.bootstrap}: {exc}; is the broker running?") from exc
@@ -218,7 +239,8 @@ class MemoryClient:
             event_id=chunk_id, user_id=user_id, cube_id=cube_id or user_id, kind="chat",
             session_id=session_id, messages=tuple(msgs),
         )
-        return await self.publish(CONVERSATIONS, chunk)
+        with _call_span("add_messages", chunk):
+            return await self.publish(CONVERSATIONS, chunk)
 
     async def add_document(
         self,
@@ -233,7 +255,8 @@ class MemoryClient:
         doc = Document(doc_id=doc_id or new_event_id(), text=text, title=title, uri=uri)
         chunk = ConversationChunk(user_id=user_id, cube_id=cube_id or user_id, kind="doc",
                                   document=doc)
-        return await self.publish(CONVERSATIONS, chunk)
+        with _call_span("add_document", chunk):
+            return await self.publish(CONVERSATIONS, chunk)
 
     async def add_memories(
         self,
@@ -253,8 +276,9 @@ class MemoryClient:
             ))
             check_content(items[-1], self.settings.limits)  # all checked before any is sent
         token: WriteToken | None = None
-        for item in items:
-            token = await self.publish(MEMORY_ITEMS, item)
+        with _call_span("add_memories", items[0] if items else None):
+            for item in items:
+                token = await self.publish(MEMORY_ITEMS, item)
         if token is None:
             raise ClientError("add_memories needs at least one memory")
         return token
@@ -289,8 +313,9 @@ class MemoryClient:
         future = replies.expect(request.correlation_id)
         try:
             async with asyncio.timeout(timeout):  # the send and the answer, together
-                await self.publish(REQUESTS, request)
-                reply = await self._answer(future)
+                with _call_span(str(getattr(request, "op", "request")), request):
+                    await self.publish(REQUESTS, request)
+                    reply = await self._answer(future)
         except TimeoutError as exc:
             raise ClientError(f"no reply to {type(request).__name__} within {timeout}s; "
                               "is a worker running?") from exc
@@ -520,7 +545,10 @@ class MemoryClient:
             else letter.payload.encode("utf-8")
         check_encoded(data, self.settings.limits, "dead letter payload")
         key = letter.original_key.encode("utf-8") if letter.original_key is not None else None
-        meta = await self._producer.send_and_wait(letter.original_topic, data, key=key)
+        # signed again by this client's application: re-driving vouches for the event anew
+        headers = headers_for_payload(data, self._signer, letter)
+        meta = await self._producer.send_and_wait(letter.original_topic, data, key=key,
+                                                  headers=headers)
         return WriteToken(topic=meta.topic, partition=meta.partition, offset=meta.offset)
 
     async def command_failure(self, token: WriteToken) -> str | None:
@@ -537,17 +565,17 @@ class MemoryClient:
     async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
         """Every change of a memory, oldest first, each with the event that caused it.
         (``history`` reads a topic; this reads one memory's story.)"""
-        return await provenance.memory_history(self, node_id, cube_id)
+        return await provenance_read.memory_history(self, node_id, cube_id)
 
     async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
         ``memory.updates``."""
-        return await provenance.cube_as_of(self, cube_id, at)
+        return await provenance_read.cube_as_of(self, cube_id, at)
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the
         merges and inferences that led to it."""
-        return await provenance.explain(self, node_id, cube_id)
+        return await provenance_read.explain(self, node_id, cube_id)
 
     # ------------------------------------------------------------------ read-your-writes
 

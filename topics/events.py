@@ -444,8 +444,24 @@ class WorkingMemoryRequest(RequestBase):
     op: Literal["working_memory"] = "working_memory"
 
 
+class LogRefsRequest(RequestBase):
+    """Where a cube's records sit in the log (the provenance index; no text is returned):
+    the records naming ``node_id`` (``any_cube``: in whichever cube has it), the node ids
+    starting with ``node_prefix``, the records of ``event_ids``, or every record of the cube
+    in ``topic`` (``node_less``: those naming no memory). Topics are registry suffixes."""
+
+    op: Literal["log_refs"] = "log_refs"
+    any_cube: bool = False
+    node_id: str | None = Field(default=None, min_length=1, max_length=256)
+    node_prefix: str | None = Field(default=None, min_length=8, max_length=256)
+    event_ids: tuple[str, ...] = Field(default=(), max_length=10_000)
+    topic: str | None = None
+    node_less: bool = False
+
+
 Request = Annotated[
-    SearchRequest | SubgraphRequest | GetRequest | GetAllRequest | WorkingMemoryRequest,
+    SearchRequest | SubgraphRequest | GetRequest | GetAllRequest | WorkingMemoryRequest
+    | LogRefsRequest,
     Field(discriminator="op"),
 ]
 
@@ -483,7 +499,19 @@ class NodesResult(BaseModel):
     next_offset: int | None = None
 
 
-ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult, Field(discriminator="kind")]
+class LogRefsResult(BaseModel):
+    """Positions by ``"topic|partition"`` (offsets ascending), and the (cube, node id) pairs
+    matched; compact, so the refs of a large cube fit one reply."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["log_refs"] = "log_refs"
+    positions: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    nodes: tuple[tuple[str, str], ...] = ()  # (cube id, node id)
+
+
+ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult | LogRefsResult,
+                        Field(discriminator="kind")]
 
 
 class ErrorInfo(BaseModel):

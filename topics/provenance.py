@@ -5,7 +5,8 @@ it, so the log alone answers "how did this memory change" (``memory_history``), 
 the cube hold at time T" (``cube_as_of``: the snapshots folded in log order up to T) and
 "why does it believe this" (``explain``: the messages it was extracted from, with their
 text, and the merges and inferences that led to it). The fold and the explanation are
-pure functions of the records; ``read_cube_log`` reads them through a consumer.
+pure functions of the records; ``topics/provenance_read.py`` fetches the records they need
+through the provenance index, and ``read_log`` reads whole topics (backups list cubes).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from memstream.topics.events import (
 from memstream.topics.kafka_compat import mark_latency_sensitive
 from memstream.topics.models import MemoryItem
 from memstream.topics.registry import (
-    CONVERSATIONS,
     MEMORY_COMMANDS,
     MEMORY_ITEMS,
     MEMORY_UPDATES,
@@ -328,67 +328,3 @@ async def read_log(client: MemoryClient, specs: Sequence[TopicSpec], cube_id: st
 async def read_updates(client: MemoryClient, cube_id: str | None) -> list[MemoryUpdate]:
     found = (await read_log(client, [MEMORY_UPDATES], cube_id))[MEMORY_UPDATES.suffix]
     return [u for u in found if isinstance(u, MemoryUpdate)]
-
-
-async def read_cube_log(client: MemoryClient, cube_id: str, with_chunks: bool = True) -> CubeLog:
-    """The cube's updates, the events that may have caused them, and (``with_chunks``) its
-    conversation chunks, read in one pass."""
-    specs = [MEMORY_UPDATES, *CAUSE_TOPICS, *([CONVERSATIONS] if with_chunks else [])]
-    found = await read_log(client, specs, cube_id)
-    log_ = CubeLog([u for u in found[MEMORY_UPDATES.suffix] if isinstance(u, MemoryUpdate)])
-    for spec in CAUSE_TOPICS:
-        for event in found[spec.suffix]:
-            log_.events.setdefault(event.event_id, (spec.suffix, event))
-    for event in found.get(CONVERSATIONS.suffix, []):
-        if isinstance(event, ConversationChunk):
-            log_.chunks.setdefault(event.event_id, event)
-    return log_
-
-
-async def cube_of(client: MemoryClient, node_id: str, cube_id: str | None) -> str:
-    """The cube of a node: given, or the one whose updates name it."""
-    if cube_id is not None:
-        return cube_id
-    needle = node_id.encode()
-    found = await read_log(client, [MEMORY_UPDATES], None, lambda value: needle in value)
-    for u in found[MEMORY_UPDATES.suffix]:
-        if isinstance(u, MemoryUpdate) and _touches(u, node_id):
-            return u.cube_id
-    raise NodeNotFound(f"no memory {node_id} in memory.updates")
-
-
-async def memory_history(client: MemoryClient, node_id: str,
-                         cube_id: str | None = None) -> list[Change]:
-    """Two passes over the log, each parsing only what may matter: the updates that name the
-    node (or erase the cube), then the events they name as causes."""
-    needle = node_id.encode()
-
-    def names_node(value: bytes) -> bool:
-        return needle in value or b'"deleted"' in value
-
-    cube = await cube_of(client, node_id, cube_id)
-    updates = (await read_log(client, [MEMORY_UPDATES], cube, names_node))[MEMORY_UPDATES.suffix]
-    changes = node_changes([u for u in updates if isinstance(u, MemoryUpdate)], node_id)
-    if not changes:
-        raise NodeNotFound(f"no memory {node_id} in the log of cube {cube}")
-    causes = [c.cause_event_id.encode() for c in changes if c.cause_event_id]
-    log_ = CubeLog(changes)
-    if causes:
-        found = await read_log(client, CAUSE_TOPICS, cube,
-                               lambda value: any(c in value for c in causes))
-        for spec in CAUSE_TOPICS:
-            for event in found[spec.suffix]:
-                log_.events.setdefault(event.event_id, (spec.suffix, event))
-    return changes_with_causes(log_, changes)
-
-
-async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[MemoryItem]:
-    if at.tzinfo is None:
-        raise ValueError("as_of needs a timezone-aware time (e.g. 2026-05-01T12:00:00+00:00)")
-    state = fold(await read_updates(client, cube_id), at)
-    return sorted(state.values(), key=lambda n: (n.metadata.created_at, n.id))
-
-
-async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None) -> Explanation:
-    cube = await cube_of(client, node_id, cube_id)
-    return explain_node(await read_cube_log(client, cube), node_id)

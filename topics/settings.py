@@ -14,6 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memstream.topics.signing import SecuritySettings
+from memstream.topics.tracing import TracingSettings
+
 BrokerKind = Literal["noida", "tansu"]
 GraphBackend = Literal["falkordb", "neo4j", "memory"]
 LLMProvider = Literal["rules", "openai"]
@@ -385,6 +388,8 @@ class Settings(BaseSettings):
         return (self.erasure.key_dir or self.data_dir / "keys") if on else None
     metrics: MetricsSettings = MetricsSettings()
     governance: GovernanceSettings = GovernanceSettings()
+    security: SecuritySettings = SecuritySettings()  # event signing (docs/trust.md)
+    tracing: TracingSettings = TracingSettings()  # OpenTelemetry (docs/tracing.md)
 
     def topic(self, suffix: str) -> str:
         """Full topic name for a registry suffix such as ``memory.items``."""

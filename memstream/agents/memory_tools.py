@@ -135,7 +135,8 @@ class MemoryTools:
         hits = await self.client.search(
             self.me.user_id, query, cube_id=self.me.cube_id, top_k=top_k,
             memory_type=memory_type, search_filter=search_filter or None)
-        kept = [h for h in hits if min_score is None or h.score >= min_score]
+        # on the score as shown (rounded), so a threshold copied from a result keeps it
+        kept = [h for h in hits if min_score is None or round(h.score, 4) >= min_score]
         return {"query": query, "results": [memory_view(h.item, h.score) for h in kept],
                 "dropped_below_min_score": len(hits) - len(kept)}
 

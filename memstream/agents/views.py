@@ -19,7 +19,7 @@ def memory_view(node: MemoryItem, score: float | None = None,
         "session_id": md.session_id, "updated_at": md.updated_at.isoformat(),
     }
     if score is not None:
-        view["score"] = round(score, 4)
+        view["score"] = round(score, 4)  # (memory_tools filters min_score on this)
     if md.frozen:
         view["frozen"] = True
     if sources:

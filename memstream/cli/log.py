@@ -69,7 +69,8 @@ def _cause(change: Change) -> str:
 @cube_option
 @data_dir_option
 def history(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
-    """Every change of memory NODE_ID, oldest first, with the event that caused it."""
+    """Every change of memory NODE_ID (or its first 8+ characters), oldest first, with the
+    event that caused it."""
     async def run() -> list[Change]:
         async with MemoryClient(settings_for(data_dir)) as client:
             return await client.memory_history(node_id, cube_id)
@@ -138,7 +139,8 @@ def _print_explanation(exp: Explanation, indent: int = 0) -> None:
 @cube_option
 @data_dir_option
 def explain(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
-    """Why a cube holds NODE_ID: its source messages and the merges and inferences behind it."""
+    """Why a cube holds NODE_ID (or its first 8+ characters): its source messages and the
+    merges and inferences behind it."""
     async def run() -> Explanation:
         async with MemoryClient(settings_for(data_dir)) as client:
             return await client.explain(node_id, cube_id)

@@ -49,7 +49,7 @@ async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: 
                as_json: bool) -> None:
     async with MemoryClient(settings) as client:
         nodes = await client.get(user_id, ids, cube_id=cube_id)
-    missing = [i for i in ids if i not in {n.id for n in nodes}]
+    missing = [i for i in ids if not any(n.id.startswith(i) for n in nodes)]  # prefixes too
     if as_json:
         print_json([node_json(n) for n in nodes])
     else:

@@ -21,6 +21,7 @@ from memstream.sinks.ports import GraphStore
 from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import MemoryUpdate
 from memstream.topics.models import MemoryItem
+from memstream.topics.provenance import NodeNotFound
 from memstream.topics.settings import Settings
 
 TREE_TYPES = ("LongTermMemory", "UserMemory", "EpisodicMemory")
@@ -115,9 +116,11 @@ class UIServer:
             edges.append({**e.model_dump(mode="json"),
                           "direction": "out" if e.source == node_id else "in",
                           "other": _brief(other) if other is not None else None})
-        history = [_update_json(u) for u in await self.client.history(
-            "memory.updates", cube_id=self.cube_id)
-            if isinstance(u, MemoryUpdate) and (u.node_id == node_id or node_id in u.related_ids)]
+        try:  # the node's own records, through the provenance index (not the whole log)
+            changes = await self.client.memory_history(node_id, self.cube_id)
+        except NodeNotFound:
+            changes = []
+        history = [_update_json(c.update) for c in changes]
         return web.json_response({
             "node": {**_brief(item), "background": item.metadata.background,
                      "created_at": item.metadata.created_at.isoformat(),

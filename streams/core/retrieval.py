@@ -28,11 +28,13 @@ from memstream.streams.prompts.search import (
     fallback_ids_from_text,
 )
 from memstream.streams.runtime.stage import Deps
+from memstream.topics import tracing
 from memstream.topics.events import ScoredMemory, SearchRequest
 from memstream.topics.models import MemoryItem, MemoryType
 
 log = logging.getLogger("memstream.search")
 
+RECALL_GRAPH = "memstream.search.recall.graph"  # by exact key or by tag overlap
 STORED_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
 # Extra nodes read per round beyond those still wanted, for hits the graph or dedupe drops.
 MATERIALIZE_SLACK = 5
@@ -114,12 +116,13 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
     stored = [t for t in requested_types(req.memory_type) if t != "WorkingMemory"]
     if not stored or not keys:
         return []
-    return await deps.query.find_nodes(req.cube_id, [
-        Filter("key", "in", list(keys)),
-        *([] if names_status(filters) else [Filter("status", "=", "activated")]),
-        Filter("memory_type", "in", stored),
-        *filters,
-    ], limit=top_k)
+    with tracing.span(RECALL_GRAPH, {"memstream.recall": "key"}):
+        return await deps.query.find_nodes(req.cube_id, [
+            Filter("key", "in", list(keys)),
+            *([] if names_status(filters) else [Filter("status", "=", "activated")]),
+            Filter("memory_type", "in", stored),
+            *filters,
+        ], limit=top_k)
 
 
 async def recall(
@@ -143,22 +146,31 @@ async def recall(
     async def by_tags() -> list[MemoryItem]:
         if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
             return []
-        hits = await deps.query.neighbors_by_tags(
-            req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
-            limit=top_k)
+        with tracing.span(RECALL_GRAPH, {"memstream.recall": "tags"}):
+            hits = await deps.query.neighbors_by_tags(
+                req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
+                limit=top_k)
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
     async def by_keyword() -> list[MemoryItem]:
         if not stored or not deps.settings.search.keyword_recall:
             return []
-        hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        with tracing.span("memstream.search.recall.keyword") as span:
+            hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored,
+                                                   filters)
+            span.set_attribute("memstream.hits", len(hits))
         return [node for node, _ in hits]
 
     async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                         of_query: bool = False) -> None:
         if not memory_types:
             return
+        with tracing.span("memstream.search.recall.vector", {"memstream.top_k": k}):
+            await vector_recall(vec, memory_types, k, of_query)
+
+    async def vector_recall(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
+                            of_query: bool) -> None:
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
             found.add_hits(await deps.query.vector_search(
@@ -319,21 +331,26 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
     keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
              if req.mode == "fast" else None)
     try:
-        query_vec = (await deps.embedder.embed_queries([req.query]))[0]
+        with tracing.span("memstream.search.embed"):
+            query_vec = (await deps.embedder.embed_queries([req.query]))[0]
         goal = await parse_goal(req, deps, query_vec)
         extra = goal.rephrasings[1:]
         vectors = [query_vec]
         if extra:
-            vectors.extend(await deps.embedder.embed_queries(extra))
+            with tracing.span("memstream.search.embed", {"memstream.texts": len(extra)}):
+                vectors.extend(await deps.embedder.embed_queries(extra))
         candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
                                   keyed if goal.mode_used == "fast" else None)
-        ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+        with tracing.span("memstream.search.fusion") as span:
+            ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+            span.set_attribute("memstream.candidates", len(ranked))
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             shortlist = await materialize(req, deps, ranked, candidates, filters,
                                           max(req.top_k * 2, 10))
             picked = dedupe(await reason(req, deps, shortlist))[: req.top_k]
             return await newer_first(deps, req.cube_id, picked), goal.mode_used
-        found = await materialize(req, deps, ranked, candidates, filters, req.top_k)
+        with tracing.span("memstream.search.materialize"):
+            found = await materialize(req, deps, ranked, candidates, filters, req.top_k)
         return await newer_first(deps, req.cube_id, found), goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

@@ -21,6 +21,7 @@ import faust
 from memstream.streams.app import BoundTopics
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import LifecycleSweep, WriteToken
+from memstream.topics.headers import headers_for
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import MEMORY_COMMANDS
 
@@ -56,8 +57,10 @@ def make_tick(bound: BoundTopics, deps: Deps, leader_only: bool = True) -> Tick:
         cubes = await deps.query.list_cubes()
         tokens = []
         for event in sweep_events(cubes, deps.clock(), deps.settings.lifecycle.interval_s):
-            fut = await bound[MEMORY_COMMANDS].send(key=event.kafka_key,
-                                                    value=MEMORY_COMMANDS.encode(event))
+            value = MEMORY_COMMANDS.encode(event)
+            fut = await bound[MEMORY_COMMANDS].send(
+                key=event.kafka_key, value=value,
+                headers=headers_for(event, value, bound.signer))  # signed as the worker
             meta = await fut
             tokens.append(WriteToken(topic=meta.topic, partition=meta.partition,
                                      offset=meta.offset))

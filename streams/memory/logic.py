@@ -30,6 +30,7 @@ from memstream.streams.core.merge import (
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.streams.text.words import short_title
+from memstream.topics import tracing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
@@ -104,7 +105,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                if nid not in stored or stored[nid].metadata.status == "generated"]
     vectors: dict[str, list[float]] = {}
     if pending:
-        embedded = await deps.embedder.embed_passages([nodes[nid].memory for nid in pending])
+        with tracing.span("memstream.memory.embed", {"memstream.texts": len(pending)}):
+            embedded = await deps.embedder.embed_passages([nodes[nid].memory for nid in pending])
         vectors = {nid: v.tolist() for nid, v in zip(pending, embedded, strict=True)}
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
     for nid in pending:
@@ -115,9 +117,10 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             writes.append((node, row))
             if not is_episode(node):  # episodes stay out of working memory
                 writes.append((working_copy(node), row))
-    await deps.store.write(writes)
-    if provenance := episode_edges(list(nodes.values())):
-        await deps.store.add_edges(cube_id, provenance)
+    with tracing.span("memstream.memory.write", {"memstream.nodes": len(writes)}):
+        await deps.store.write(writes)
+        if provenance := episode_edges(list(nodes.values())):
+            await deps.store.add_edges(cube_id, provenance)
 
     out: list[Outgoing] = []
     now = deps.clock()
@@ -129,7 +132,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
         if nid in vectors and judged(node, deps):
-            out += await decide(node, vectors[nid], base, deps)
+            with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
+                out += await decide(node, vectors[nid], base, deps)
         elif nid in vectors:
             out.append(added(node, base))
         else:
@@ -222,10 +226,12 @@ async def decide(
         await deps.store.add_edges(cube_id, conflicts)
     if merge is None:
         # Working copy and the node's activation in one write: activation marks it decided.
-        await deps.store.write([(working_copy(node), row), (node, row)])
+        with tracing.span("memstream.memory.write", {"memstream.outcome": "added"}):
+            await deps.store.write([(working_copy(node), row), (node, row)])
         return [*refusals, added(node, base), *linked(conflicts, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
-    await apply(merge, deps, decided_by=node.id, extra=extra)
+    with tracing.span("memstream.memory.write", {"memstream.outcome": "merged"}):
+        await apply(merge, deps, decided_by=node.id, extra=extra)
     return [*refusals, *merged(merge, base, node.id), *linked(conflicts, base)]
 
 

@@ -28,6 +28,7 @@ from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.metering import BudgetNotice
 from memstream.streams.runtime.stage import PermanentError
+from memstream.topics import tracing
 from memstream.topics.settings import GovernanceSettings
 
 if TYPE_CHECKING:
@@ -118,7 +119,12 @@ class MeteredLLM:
         started = time.perf_counter()
         outcome = "ok"
         try:
-            return await self.inner.run(task, ctx)
+            with tracing.span(f"memstream.llm {task.name}", {
+                    "gen_ai.operation.name": task.name, "gen_ai.system": self.name}) as span:
+                answer = await self.inner.run(task, ctx)
+                span.set_attribute("gen_ai.usage.input_tokens", call.prompt)
+                span.set_attribute("gen_ai.usage.output_tokens", call.completion)
+                return answer
         except LLMError:
             outcome = "error"
             raise

@@ -20,7 +20,7 @@ from memstream.streams.core.merge import apply, resolve
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.aggregate import AGGREGATE, AggregateContext
 from memstream.streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
-from memstream.streams.prompts.members import MemberNote, is_generic
+from memstream.streams.prompts.members import MemberNote, is_generic, repeats_a_member
 from memstream.streams.prompts.relations import (
     RELATION_DETECTOR,
     RelationContext,
@@ -30,6 +30,7 @@ from memstream.streams.prompts.relations import (
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
+from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryMetadata
@@ -201,7 +202,8 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list
         except LLMError as exc:
             log.warning("aggregation failed: %s", exc)
             return []
-        if not answer.create or not answer.value:
+        if not answer.create or not answer.value or repeats_a_member(
+                answer.value, (m.memory for m in members)):
             return []
     if existing is None:
         existing = MemoryItem(id=concept_id, memory=answer.value, metadata=MemoryMetadata(
@@ -232,9 +234,12 @@ async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
                                   strictly_before=False)
         if this is None:
             continue
-        out += await relate(event, deps, this)
-        out += await follows(event, deps, this)
-        out += await aggregate(event, deps, this)
+        with tracing.span("memstream.optimizer.relations", {"memstream.node_id": node.id}):
+            out += await relate(event, deps, this)
+        with tracing.span("memstream.optimizer.follows"):
+            out += await follows(event, deps, this)
+        with tracing.span("memstream.optimizer.aggregate"):
+            out += await aggregate(event, deps, this)
     return out
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from memstream.streams import metering
 from memstream.streams.llm.port import LLMError
-from memstream.streams.prompts.members import MemberNote
+from memstream.streams.prompts.members import MemberNote, repeats_a_member
 from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import (
@@ -32,6 +32,7 @@ from memstream.streams.reorganize.clustering import (
 )
 from memstream.streams.reorganize.logic import complete, written_by
 from memstream.streams.runtime.stage import Deps, Outgoing
+from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType
@@ -97,6 +98,9 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
         answer: SummaryResponse = await deps.llm.run(CLUSTER_SUMMARY, ctx)
     except LLMError as exc:
         log.warning("summary of %d nodes failed: %s", len(members), exc)
+        return None
+    if repeats_a_member(answer.value, (m.memory for m in members)):
+        log.debug("summary of %d nodes repeats one of them: not written", len(members))
         return None
     stamp = at  # the position of the run: later runs know this parent is older than them
     return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(
@@ -165,7 +169,9 @@ async def run_scopes(deps: Deps, scopes: Scopes, which: Sequence[Scope],
         scopes.running.add(scope)
         metering.enter(STAGE, scope[0])  # its summaries' LLM tokens are the cube's
         try:  # a failure fails the event that placed the run: it is retried, never skipped
-            out += await optimize_scope(deps, scope, at)
+            with tracing.span("memstream.optimizer.structure", {
+                    "memstream.cube_id": scope[0], "memstream.memory_type": scope[2]}):
+                out += await optimize_scope(deps, scope, at)
             scopes.runs += 1
         finally:
             scopes.running.discard(scope)

@@ -19,9 +19,11 @@ from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 
 from memstream.streams.runtime.stage import RawRecord, Record
+from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import Origin
 from memstream.topics.registry import TopicSpec
 from memstream.topics.settings import Settings
+from memstream.topics.signing import SignatureRefused, Verifier
 
 log = logging.getLogger("memstream.replay")
 
@@ -76,10 +78,12 @@ async def _partition_of(consumer: AIOKafkaConsumer, settings: Settings, spec: To
 
 
 async def read_cube(settings: Settings, bootstrap: str, cube_id: str,
-                    specs: Sequence[TopicSpec], ends: dict[str, int]) -> list[LogRecord]:
+                    specs: Sequence[TopicSpec], ends: dict[str, int],
+                    verifier: Verifier | None = None) -> list[LogRecord]:
     """The cube's decodable records of ``specs`` below ``ends``, merged in write order.
 
-    Records that do not decode (they were dead-lettered when they arrived) are skipped."""
+    Records that do not decode, or whose signature ``verifier`` refuses (they were
+    dead-lettered when they arrived), are skipped."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 max_partition_fetch_bytes=4 * 1024 * 1024)
     await consumer.start()
@@ -105,7 +109,12 @@ async def read_cube(settings: Settings, bootstrap: str, cube_id: str,
                         continue
                     if getattr(value, "cube_id", None) != cube_id:
                         continue
-                    raw = RawRecord(tp.topic, tp.partition, msg.offset, msg.key, msg.value)
+                    raw = RawRecord(tp.topic, tp.partition, msg.offset, msg.key, msg.value,
+                                    tuple(msg.headers), msg.timestamp)
+                    try:
+                        verify_record(verifier, raw, value)
+                    except SignatureRefused:
+                        continue
                     origin = Origin(topic=tp.topic, partition=tp.partition, offset=msg.offset)
                     found.append(LogRecord(spec, rank, msg.timestamp, Record(value, origin, raw)))
     finally:

@@ -48,6 +48,7 @@ from memstream.topics.events import (
     ReorganizeEvent,
     ReplayCube,
 )
+from memstream.topics.headers import headers_for
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import (
     CONVERSATIONS,
@@ -57,6 +58,7 @@ from memstream.topics.registry import (
     WORKING_MEMORY,
     TopicSpec,
 )
+from memstream.topics.signing import Signer
 
 log = logging.getLogger("memstream.replay")
 STAGE = "replay"
@@ -116,6 +118,7 @@ class Announcer:
         self.deps, self.cmd, self.target = deps, cmd, target
         self.producer: AIOKafkaProducer | None = None
         self.last = 0.0
+        self.signer = Signer.of(deps.settings.security)
 
     async def start(self) -> None:
         if self.deps.bootstrap:
@@ -139,16 +142,20 @@ class Announcer:
             return
         self.last = now
         event = self.update(done, total)
-        await self.producer.send_and_wait(MEMORY_UPDATES.name(self.deps.settings),
-                                          MEMORY_UPDATES.encode(event), key=event.kafka_key)
+        value = MEMORY_UPDATES.encode(event)
+        await self.producer.send_and_wait(MEMORY_UPDATES.name(self.deps.settings), value,
+                                          key=event.kafka_key,
+                                          headers=headers_for(event, value, self.signer))
 
     async def publish_items(self, items: Sequence[ExtractedMemory]) -> None:
         """The shadow's extracted items go to its log, so the shadow replays too."""
         if self.producer is None or not items:
             return
         topic = MEMORY_ITEMS.name(self.deps.settings)
-        futures = [await self.producer.send(topic, MEMORY_ITEMS.encode(i), key=i.kafka_key)
-                   for i in items]
+        values = [MEMORY_ITEMS.encode(i) for i in items]  # signed: the shadow verifies them
+        futures = [await self.producer.send(topic, v, key=i.kafka_key,
+                                            headers=headers_for(i, v, self.signer))
+                   for i, v in zip(items, values, strict=True)]
         for fut in futures:
             await fut
 
@@ -174,7 +181,8 @@ async def replay_cube(cmd: ReplayCube, deps: Deps, stages: ReplayStages) -> list
         log.info("replay of %s: resuming after %d records", cmd.cube_id, checkpoint.applied)
     assert deps.bootstrap  # noqa: S101 - checked above, or a checkpoint was written with it
     records = [r for r in _from(cmd, await read_cube(deps.settings, deps.bootstrap,
-                                                     cmd.cube_id, specs, checkpoint.ends))
+                                                     cmd.cube_id, specs, checkpoint.ends,
+                                                     deps.verifier))
                if not isinstance(r.record.value, SKIPPED)]
     announcer = Announcer(deps, cmd, target)
     optimizer = stages.optimizer()  # the optimizer's windows, as the live worker keeps them

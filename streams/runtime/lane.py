@@ -123,7 +123,8 @@ class RequestLane:
                     progress.in_flight.add(msg.offset)
                     progress.next_offset = msg.offset + 1
                     raw = RawRecord(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                                    key=msg.key, value=msg.value)
+                                    key=msg.key, value=msg.value, headers=tuple(msg.headers),
+                                    timestamp_ms=msg.timestamp)
                     task = asyncio.create_task(self._serve(tp, raw))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
@@ -25,12 +26,15 @@ from pydantic import BaseModel, ValidationError
 
 from memstream.sinks.ports import StoreUnavailable
 from memstream.streams import metering
+from memstream.streams.runtime.tracing import stage_span, stamp
+from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
 from memstream.topics.ids import derived_event_id
 from memstream.topics.limits import check_content, check_raw
 from memstream.topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
 from memstream.topics.settings import LimitsSettings, Settings, WorkerSettings
 from memstream.topics.shred import unseal
+from memstream.topics.signing import Verifier
 
 if TYPE_CHECKING:
     from memstream.sinks.memory_store import MemoryStore
@@ -148,6 +152,11 @@ class Deps:
     def query(self) -> MemoryQuery:
         return self.store.query
 
+    @cached_property
+    def verifier(self) -> Verifier | None:
+        """Checks consumed events' signatures (None: no keys configured, all are trusted)."""
+        return Verifier.of(self.settings.security)
+
 
 @dataclass(frozen=True)
 class Outgoing:
@@ -161,6 +170,8 @@ class Outgoing:
     # done once every output of the batch is acknowledged, before its offsets are committed:
     # an action that must never happen unannounced (an eviction is announced, then done)
     then: Callable[[], Awaitable[object]] | None = field(default=None, compare=False)
+    # the trace context it carries (``streams.runtime.tracing.stamp``; empty: the sender's)
+    headers: tuple[tuple[str, bytes], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,8 @@ class RawRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()  # signature, trace context
+    timestamp_ms: int | None = None  # when it entered the log (Kafka's record timestamp)
 
 
 @dataclass(frozen=True)
@@ -271,16 +284,18 @@ def decode(spec: TopicSpec, raw: RawRecord, limits: LimitsSettings) -> BaseModel
 
 def decode_batch(
     stage: str, spec: TopicSpec, raws: Sequence[RawRecord], clock: Clock,
-    limits: LimitsSettings | None = None,
+    limits: LimitsSettings | None = None, verifier: Verifier | None = None,
 ) -> tuple[list[Record[Any]], list[Outgoing]]:
     """Split raw records into valid events and dead letters (bad JSON or schema, over a
-    limit): dead-lettered at once, since retrying cannot make them valid."""
+    limit, a signature ``verifier`` refuses): dead-lettered at once, since retrying cannot
+    make them valid."""
     limits = limits or LimitsSettings()
     good: list[Record[Any]] = []
     dead: list[Outgoing] = []
     for raw in raws:
         try:
             value = decode(spec, raw, limits)
+            verify_record(verifier, raw, value)  # before any access check
         except (ValidationError, ValueError, RecursionError) as exc:
             log.warning("%s: dead-lettering %s[%d]@%d: %s", stage, raw.topic, raw.partition,
                         raw.offset, exc)
@@ -355,6 +370,7 @@ def make_batch_handler(
     clock: Clock,
     stats: StageStats,
     limits: LimitsSettings | None = None,
+    verifier: Verifier | None = None,
 ) -> Callable[[Sequence[RawRecord]], Awaitable[list[Outgoing]]]:
     """Decode, run ``logic`` per cube (cubes concurrently, each in log order), dead-letter failures.
 
@@ -368,7 +384,8 @@ def make_batch_handler(
         # The scope tells the metered LLM whose tokens these are (this runs in its own task).
         scope = metering.enter(stage, records[0].value.cube_id)
         started = time.perf_counter()
-        out = await run_cube_logged(records)
+        with stage_span(stage, records):  # its outputs carry its trace context
+            out = stamp(await run_cube_logged(records))
         if stats.latency is not None:
             stats.latency.observe(time.perf_counter() - started)
         return out + [Outgoing(MEMORY_UPDATES, budget_update(n, records[0].value, clock))
@@ -399,7 +416,7 @@ def make_batch_handler(
         return out
 
     async def handle(raws: Sequence[RawRecord]) -> list[Outgoing]:
-        good, dead = decode_batch(stage, spec, raws, clock, limits)
+        good, dead = decode_batch(stage, spec, raws, clock, limits, verifier)
         stats.dead_lettered += len(dead)
         results = await asyncio.gather(*(run_cube(rs) for rs in group_by_cube(good).values()))
         return dead + [o for result in results for o in result]

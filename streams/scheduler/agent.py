@@ -35,6 +35,7 @@ from memstream.streams.runtime.stage import (
     make_batch_handler,
     with_retries,
 )
+from memstream.streams.runtime.tracing import stage_span, stamp
 from memstream.streams.scheduler.activation import activation_event, due_for_render
 from memstream.streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
 from memstream.streams.scheduler.planning import QueryVectors
@@ -133,6 +134,10 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
     query_vectors = QueryVectors(deps.embedder)
 
     async def run_one(record: Record[ScheduleMessage]) -> list[Outgoing]:
+        with stage_span(STAGE, [record]):  # what it sends carries its trace context
+            return stamp(await run_traced(record))
+
+    async def run_traced(record: Record[ScheduleMessage]) -> list[Outgoing]:
         msg = record.value
         key = state_key(msg.user_id, msg.cube_id)
         done: list[Step] = []
@@ -168,7 +173,7 @@ def make_dispatcher(deps: Deps, states: CubeStates, stats: SchedulerStats) -> Ba
     async def dispatch(raws: Sequence[RawRecord]) -> list[Outgoing]:
         # the three schedule topics carry the same model: one spec decodes them all
         good, dead = decode_batch(STAGE, SCHEDULE_QUERY, raws, deps.clock,
-                                  deps.settings.limits)
+                                  deps.settings.limits, deps.verifier)
         stats.dead_lettered += len(dead)
         results = await asyncio.gather(*(run_group(g) for g in by_user_cube(good).values()))
         return dead + [o for result in results for o in result]

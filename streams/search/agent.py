@@ -12,8 +12,10 @@ import logging
 
 from memstream.streams.app import BoundTopics
 from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
+from memstream.streams.runtime.tracing import request_span
 from memstream.streams.search.logic import WaitApplied, answer, record_usage
 from memstream.streams.search.replying import send_replies
+from memstream.topics import tracing
 from memstream.topics.registry import REQUESTS
 
 log = logging.getLogger("memstream.search")
@@ -24,9 +26,14 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
     background: set[asyncio.Task[None]] = set()
 
     async def handle(raw: RawRecord) -> None:
-        a = await answer(raw, deps, wait)
-        if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
-            return
+        with request_span(raw) as span:  # the reply carries this span's context
+            a = await answer(raw, deps, wait)
+            if a.request is not None:
+                span.set_attribute("memstream.cube_id", a.request.cube_id)
+                span.set_attribute("memstream.op", str(getattr(a.request, "op", "?")))
+            with tracing.span("memstream.search.reply"):
+                if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
+                    return
         if a.request is not None and a.used:
             task = asyncio.create_task(record_usage(deps, a.request, a.used))
             background.add(task)

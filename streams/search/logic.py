@@ -25,11 +25,14 @@ from memstream.streams.core.retrieval import search
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
+from memstream.streams.runtime.trust import verify_record
+from memstream.streams.search.log_refs import log_refs_result, nodes_by_ids_or_prefixes
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
     ErrorInfo,
     GetAllRequest,
     GetRequest,
+    LogRefsRequest,
     NodesResult,
     Reply,
     ReplyResult,
@@ -46,6 +49,7 @@ from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subg
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from memstream.topics.shred import unseal
+from memstream.topics.signing import SignatureRefused
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"
@@ -138,7 +142,8 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             await _ensure_cube(deps, req.cube_id)
             return SubgraphResult(subgraph=await _subgraph(req, deps)), []
         case GetRequest():
-            return NodesResult(nodes=tuple(await deps.query.get_nodes(req.cube_id, req.ids))), []
+            by_id = await nodes_by_ids_or_prefixes(deps, req.cube_id, req.ids)  # or prefixes
+            return NodesResult(nodes=tuple(by_id)), []
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
@@ -152,6 +157,8 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
         case WorkingMemoryRequest():
             items = await deps.query.all_of_type(req.cube_id, "WorkingMemory")
             return NodesResult(nodes=tuple(items)), []
+        case LogRefsRequest():
+            return await log_refs_result(req, deps), []
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
@@ -235,14 +242,21 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
-        await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
-        if deps.views is not None and (view := deps.views.resolve(req.cube_id)) != req.cube_id:
+        verify_record(deps.verifier, raw, req)  # who asks, before what they may read
+        if not isinstance(req, LogRefsRequest):  # positions and ids only: no text to guard
+            await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
+        if deps.views is not None and not isinstance(req, LogRefsRequest) and \
+                (view := deps.views.resolve(req.cube_id)) != req.cube_id:
             req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
         req = degrade(req, deps)
         started = time.perf_counter()
         result, used = await _dispatch(req, deps, wait)
         if isinstance(result, SearchResult) and deps.ops is not None:
             deps.ops.search(result.mode_used, time.perf_counter() - started)
+    except SignatureRefused as exc:  # an error reply, and a dead letter for the operator
+        log.warning("refused request %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
+        return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
+                       _letter(raw, exc, deps)])
     except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer

@@ -152,6 +152,13 @@ async def test_worker_sigkill_then_up_resumes_the_work(stack: Path) -> None:
 
         status = run(["status"], stack)
         assert f"not running (stale state, pid {first} dead)" in status.stdout, status.stdout
+        # a request now reaches no worker (the dead one is still a member of the request
+        # group: the embedded broker never drops it): it fails at once, naming the cause
+        started = time.monotonic()
+        with pytest.raises(ClientError, match=rf"no worker is running: .* no live member "
+                           rf"\(its members' processes, pid {first}, are gone\)"):
+            await client.search("cube-0", "who lives in Lisbon?")
+        assert time.monotonic() - started < 5
         started = time.monotonic()
         up = run(["up"], stack)
         assert up.returncode == 0, up.stdout + up.stderr

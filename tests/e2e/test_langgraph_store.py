@@ -262,11 +262,16 @@ async def test_a_sync_graph_with_open_store(pipeline: Pipeline) -> None:
                                                        store=store)
             app.invoke({"user_id": "u9", "message": "Remember: my cat is called Miso.",
                         "recalled": []}, {"configurable": {"thread_id": "a"}})
-            return app.invoke({"user_id": "u9", "message": "what is my cat called?",
-                               "recalled": []}, {"configurable": {"thread_id": "b"}})
+            out = app.invoke({"user_id": "u9", "message": "what is my cat called?",
+                              "recalled": []}, {"configurable": {"thread_id": "b"}})
+            # async calls from a loop that is not the client's are sent over to it
+            asyncio.run(store.aput(("memories", "u9"), "dog", {"text": "my dog is Rex."}))
+            out["dog"] = asyncio.run(store.aget(("memories", "u9"), "dog"))
+            return out
 
     out = await asyncio.to_thread(run)  # the test's loop keeps running the worker meanwhile
     assert out["recalled"] == ["my cat is called Miso."]
+    assert out["dog"].value == {"text": "my dog is Rex."}
 
 
 async def test_the_examples_of_docs_agents_run_as_written(pipeline: Pipeline,

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 
@@ -50,3 +51,25 @@ def test_kafka_requires_sasl_and_acls_for_applications() -> None:
         done = subprocess.run([compose, "-f", "-", "--project-directory", str(ROOT), "config",
                                "-q"], input=text, text=True, capture_output=True, check=False)
         assert done.returncode == 0, done.stderr
+
+
+def test_workers_send_traces_through_the_collector_to_jaeger() -> None:
+    services = _compose()["services"]
+    worker_env = services["memstream-worker"]["environment"]
+    assert worker_env["MEMSTREAM_TRACING__ENABLED"].endswith(":-true}")
+    endpoint = urlparse(worker_env["MEMSTREAM_TRACING__OTLP_ENDPOINT"])
+    assert (endpoint.hostname, endpoint.path) == ("otel-collector", "/v1/traces")
+    collector = services["otel-collector"]
+    mounted = dict(v.split(":")[:2] for v in collector["volumes"])
+    config = yaml.safe_load((ROOT / "deploy" / "otel-collector.yml").read_text())
+    assert f"--config={mounted['./deploy/otel-collector.yml']}" in collector["command"]
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    assert http.endswith(f":{endpoint.port}")
+    assert str(endpoint.port) in collector["expose"]
+    assert any(p.endswith(f":{endpoint.port}") for p in collector["ports"])  # applications
+    pipeline = config["service"]["pipelines"]["traces"]
+    assert pipeline["receivers"] == ["otlp"]
+    exporter = config["exporters"][pipeline["exporters"][0]]
+    host, port = exporter["endpoint"].split(":")
+    assert host == "jaeger" and port in services["jaeger"]["expose"]
+    assert any(p.endswith(":16686") for p in services["jaeger"]["ports"])  # the viewer
