@@ -230,6 +230,11 @@ class ReorganizeSettings(BaseModel):
     enabled: bool = True
     optimize_interval_s: float = Field(default=100.0, gt=0)
     neighbors_per_node: int = Field(default=5, ge=1)
+    # Of those neighbours (tag overlap and vector), a new fact's relation candidates are the
+    # most similar ones at or above this cosine, at most this many; all of a chunk's facts
+    # and candidates go to the model in one question (issue #30).
+    relation_min_similarity: float = Field(default=0.85, ge=-1, le=1)
+    relation_candidates: int = Field(default=3, ge=0)
 
 
 class SchedulerSettings(BaseModel):

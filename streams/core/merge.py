@@ -25,7 +25,7 @@ from memstream.streams.prompts.conflict import (
     MemoryStatement,
     Relation,
 )
-from memstream.streams.prompts.fusion import FUSION, FusionContext
+from memstream.streams.prompts.fusion import FUSION, FusionContext, FusionResponse
 from memstream.streams.runtime import Deps
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
@@ -48,7 +48,7 @@ class Merge:
     hard_update: bool
 
 
-def _statement(item: MemoryItem) -> MemoryStatement:
+def statement_of(item: MemoryItem) -> MemoryStatement:
     md = item.metadata
     return MemoryStatement(text=item.memory, key=md.key, tags=list(md.tags),
                            entities=list(md.entities), updated_at=md.updated_at)
@@ -88,7 +88,7 @@ async def find_conflict(
             log.debug("cube %s: %s / %s independent: %s", md.cube_id, candidate.id, node.id,
                       apart)
             continue
-        ctx = JudgeContext(existing=_statement(candidate), new=_statement(node),
+        ctx = JudgeContext(existing=statement_of(candidate), new=statement_of(node),
                            similarity=max(-1.0, min(1.0, score)),
                            merge_threshold=cfg.merge_threshold)
         try:
@@ -107,17 +107,20 @@ async def find_conflict(
 
 async def resolve(
     old: MemoryItem, new: MemoryItem, new_vector: Sequence[float], relation: Relation,
-    reason: str, deps: Deps,
+    reason: str, deps: Deps, fused: FusionResponse | None = None,
 ) -> Merge:
-    """Fuse ``old`` and ``new`` into the surviving node; archive the other. Not yet written."""
+    """Fuse ``old`` and ``new`` into the surviving node; archive the other. Not yet written.
+
+    ``fused``: the merged statement when the judge's answer gave it (no fusion call)."""
     hard = False
-    try:
-        fused = await deps.llm.run(FUSION, FusionContext(
-            existing=_statement(old), new=_statement(new), relation=relation))
-    except LLMError as exc:
-        log.warning("fusion failed, hard update (newer wins): %s", exc)
-        hard = True
-    if hard:
+    if fused is None:
+        try:
+            fused = await deps.llm.run(FUSION, FusionContext(
+                existing=statement_of(old), new=statement_of(new), relation=relation))
+        except LLMError as exc:
+            log.warning("fusion failed, hard update (newer wins): %s", exc)
+            hard = True
+    if hard or fused is None:
         newer_is_new = new.metadata.updated_at >= old.metadata.updated_at
         kept_base, loser = (new, old) if newer_is_new else (old, new)
         kept = kept_base.evolve(

@@ -30,7 +30,7 @@ from memstream.streams.reorganize.clustering import (
     hierarchy,
     language_labels,
 )
-from memstream.streams.reorganize.logic import complete, written_by
+from memstream.streams.reorganize.writes import complete, written_by
 from memstream.streams.runtime import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
@@ -177,14 +177,17 @@ async def run_windows(deps: Deps, scopes: Scopes, event: ReorganizeEvent) -> lis
     window a scope's facts enter is optimized once, as of the window's start, when its first
     fact is handled. Fact by fact, in the order the log added them, so how facts were
     grouped into events (the live add stage's batches, a replay's steps) changes nothing."""
-    if event.memory_type is None or not deps.settings.reorganize.enabled:
+    if not deps.settings.reorganize.enabled:
         return []
-    scope = (event.cube_id, event.user_id, event.memory_type)
-    scopes.mark(scope)
     found = {n.id: n for n in await deps.query.get_nodes(event.cube_id, event.node_ids)}
     interval = deps.settings.reorganize.optimize_interval_s
     out: list[Outgoing] = []
     for node in (found[i] for i in event.node_ids if i in found):
+        kind = node.metadata.memory_type
+        if kind not in ("LongTermMemory", "UserMemory"):
+            continue
+        scope: Scope = (event.cube_id, event.user_id, kind)
+        scopes.mark(scope)
         boundary = scopes.crossed(scope, node.metadata.updated_at, interval)
         if boundary is None:
             continue

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from memstream.streams.llm.port import LLMError
+from memstream.streams.llm.rules import stand_in
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.fusion import FUSION
+from memstream.streams.prompts.review import REVIEW, ReviewContext, ReviewResponse
 from memstream.streams.runtime import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
@@ -154,7 +156,12 @@ async def test_a_frozen_memory_is_never_merged(tmp_path: Path) -> None:
 
 
 async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> None:
-    llm = ScriptedLLM({FUSION.name: LLMError(FUSION.name, "model down")})
+    def verdict_only(ctx: ReviewContext) -> ReviewResponse:  # no merged statement given
+        answer = stand_in(REVIEW)(ctx)
+        return ReviewResponse(decisions=[d.model_copy(update={"memory": ""})
+                                         for d in answer.decisions])
+
+    llm = ScriptedLLM({REVIEW.name: verdict_only, FUSION.name: LLMError(FUSION.name, "down")})
     deps = memory_deps(tmp_path, llm=llm)
     await add(deps, item("Alice lives in Berlin.", tags=("alice",)))
     out = await add(deps, item("Alice moved to Lisbon.", day=1, tags=("move",)))
