@@ -28,6 +28,7 @@ from memstream.streams.llm.rules import (
     review,
     scheduler,
     search,
+    summaries,
     summary,
 )
 from memstream.streams.prompts import aggregate as aggregate_prompt
@@ -40,6 +41,7 @@ from memstream.streams.prompts import relations as relations_prompt
 from memstream.streams.prompts import review as review_prompt
 from memstream.streams.prompts import scheduler as scheduler_prompt
 from memstream.streams.prompts import search as search_prompt
+from memstream.streams.prompts import summaries as summaries_prompt
 from memstream.streams.prompts import summary as summary_prompt
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ STAND_INS: dict[str, Callable[[Any], Any]] = {
     # the batched tasks the pipeline asks (one per chunk), built from the per-pair stand-ins
     review_prompt.REVIEW.name: review.rules,
     organize_prompt.ORGANIZE.name: organize.rules,
+    summaries_prompt.CLUSTER_SUMMARIES.name: summaries.rules,
     summary_prompt.CLUSTER_SUMMARY.name: summary.rules,
     search_prompt.GOAL_PARSER.name: search.rules_goal,
     search_prompt.REASONER.name: search.rules_reasoner,
