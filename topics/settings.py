@@ -92,6 +92,11 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)
     max_tokens: int = 2048
+    # Requests one worker keeps in flight at once: calls that do not wait on each other (other
+    # cubes' chunks, a batch's chunks) overlap, so a slow model costs its latency per batch.
+    concurrency: int = Field(default=8, ge=1)
+    # A 429/503 answer's Retry-After is obeyed by every request of the worker, up to this long.
+    max_retry_after_s: float = Field(default=60.0, ge=0)
 
     @model_validator(mode="after")
     def _pick_provider(self) -> LLMSettings:
