@@ -63,6 +63,7 @@ NEO4J: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("cube_access", "CREATE INDEX cube_access IF NOT EXISTS FOR (n:CubeAccess) ON (n.cube_id)"),
         ("llm_spend", "CREATE INDEX llm_spend IF NOT EXISTS FOR (n:LLMSpend) ON (n.cube_id)"),
+        ("llm_answer", "CREATE INDEX llm_answer IF NOT EXISTS FOR (n:LLMAnswer) ON (n.call)"),
     ),
     fulltext_call="CALL db.index.fulltext.queryNodes('memory_search_text', $text) "
     "YIELD node, score",
@@ -82,6 +83,7 @@ FALKORDB: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("CubeAccess.cube_id", "CREATE INDEX FOR (n:CubeAccess) ON (n.cube_id)"),
         ("LLMSpend.cube_id", "CREATE INDEX FOR (n:LLMSpend) ON (n.cube_id)"),
+        ("LLMAnswer.call", "CREATE INDEX FOR (n:LLMAnswer) ON (n.call)"),
     ),
     fulltext_call="CALL db.idx.fulltext.queryNodes('Memory', $text) YIELD node, score",
     fulltext_syntax="redisearch",

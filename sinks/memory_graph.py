@@ -74,6 +74,7 @@ class InMemoryGraphStore:
         self._edges: dict[str, dict[_EdgeKey, Edge]] = {}
         self._access: dict[str, CubeAccess] = {}
         self._spend: dict[str, tuple[str, dict[str, int]]] = {}  # cube -> (period, calls)
+        self._answers: dict[str, dict[str, str]] = {}  # cube -> call -> answer
 
     async def ensure_schema(self) -> None:
         """Nothing to create."""
@@ -434,6 +435,7 @@ class InMemoryGraphStore:
 
     async def clear_cube(self, cube_id: str) -> int:
         self._edges.pop(cube_id, None)
+        self._answers.pop(cube_id, None)
         return len(self._nodes.pop(cube_id, {}))
 
     async def list_cubes(self) -> list[str]:
@@ -456,3 +458,9 @@ class InMemoryGraphStore:
         if held is None or held[0] != period:
             held = self._spend[cube_id] = (period, {})
         held[1][call] = tokens
+
+    async def llm_answer(self, cube_id: str, call: str) -> str | None:
+        return self._answers.get(cube_id, {}).get(call)
+
+    async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
+        self._answers.setdefault(cube_id, {})[call] = answer

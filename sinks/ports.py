@@ -236,6 +236,14 @@ class GraphStore(Protocol):
         """Record (upsert) the tokens of one call of the cube in ``period``."""
         ...
 
+    async def llm_answer(self, cube_id: str, call: str) -> str | None:
+        """The model's recorded answer (JSON) to the cube's question ``call``, if any."""
+        ...
+
+    async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
+        """Record (upsert) the answer to one question; erased with the cube."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:

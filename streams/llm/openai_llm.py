@@ -97,6 +97,10 @@ class OpenAILLM:
                     conversation.append({"role": "user", "content": exc.feedback})
         raise LLMError(task.name, reason, attempts, last_answer)
 
+    @property
+    def model(self) -> str:
+        return self._settings.model
+
     async def close(self) -> None:
         await self._client.close()
 
