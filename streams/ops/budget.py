@@ -15,6 +15,7 @@ spends a cube's budget (search requests of the cube may run on the same worker).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -104,9 +105,20 @@ class MeteredLLM:
         self.metrics = metrics
         self.graph = graph  # where the ledger is kept (None: in this process only)
         self.ledger = Ledger()
+        self._budget_locks: dict[str, asyncio.Lock] = {}
         self.usage: LLMUsage = inner.usage  # the provider's own counters (same object)
 
     async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
+        scope = metering.current()
+        if scope is None or self.name == "rules" \
+                or self.settings.budget_of(scope.cube_id) is None:
+            return await self._run(task, ctx)
+        # A cube with a budget asks one question at a time: each is checked against what the
+        # ones before it spent (overlapping calls would all pass the check, then overspend).
+        async with self._budget_locks.setdefault(scope.cube_id, asyncio.Lock()):
+            return await self._run(task, ctx)
+
+    async def _run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
         scope = metering.current()
         stage, cube = (scope.stage, scope.cube_id) if scope else ("other", "")
         budget = self.settings.budget_of(cube) if scope else None
