@@ -11,6 +11,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import apply, resolve
@@ -40,21 +41,25 @@ async def follows(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list[O
                    reason=f"session {this.node.metadata.session_id} order")]
 
 
-async def on_add(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
-    """Each node as it was when the log added it (it may have been merged since)."""
+async def on_add(events: ReorganizeEvent | Sequence[ReorganizeEvent],
+                 deps: Deps) -> list[Outgoing]:
+    """Consecutive add events of one cube: each node as it was when the log added it (it may
+    have been merged since), organized together (one model call for them all)."""
+    batch = [events] if isinstance(events, ReorganizeEvent) else list(events)
     lives: list[asof.Live] = []
-    for node in await deps.query.get_nodes(event.cube_id, event.node_ids):
-        if node.metadata.memory_type == "WorkingMemory" or node.metadata.type == "reasoning" \
-                or node.metadata.hierarchy_level != "fact":
-            continue
-        this = await asof.live_at(deps, event.cube_id, node, asof.position(node),
-                                  strictly_before=False)
-        if this is not None:
-            lives.append(this)
     out: list[Outgoing] = []
-    for this in lives:
-        out += await follows(event, deps, this)
-    return out + await organize(event, deps, lives)
+    for event in batch:
+        for node in await deps.query.get_nodes(event.cube_id, event.node_ids):
+            if node.metadata.memory_type == "WorkingMemory" \
+                    or node.metadata.type == "reasoning" \
+                    or node.metadata.hierarchy_level != "fact":
+                continue
+            this = await asof.live_at(deps, event.cube_id, node, asof.position(node),
+                                      strictly_before=False)
+            if this is not None:
+                lives.append(this)
+                out += await follows(event, deps, this)
+    return out + await organize(batch[0], deps, lives) if batch else out
 
 
 async def on_merge(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:
