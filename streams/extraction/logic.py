@@ -230,6 +230,8 @@ async def extract(records: Sequence[Record[ConversationChunk]], deps: Deps) -> l
     out: list[Outgoing] = []
     for record, task in zip(records, tasks, strict=True):
         items = task.result()
+        if deps.ops is not None and record.value.kind == "chat":
+            deps.ops.turns_ingested(len(record.value.messages))
         if not items:
             log.info("cube %s: chunk %s yielded no memories", record.value.cube_id,
                      record.value.event_id)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.topics.admin import worker_lag
+from memstream.topics.metrics_summary import fetch, per_turn_line
 from memstream.topics.settings import Settings
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, system_prompt
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
@@ -115,6 +116,14 @@ async def test_one_chunk_costs_one_call_per_step_and_a_repeat_costs_none(
         seen = len(server.chat_requests)
         await send(p, SECOND, "s2")  # the same chunk again: every answer is on record
         assert server.chat_requests[seen:] == []
+
+        # what `memstream status` shows: calls and tokens per turn, from the worker's metrics
+        assert p.worker.metrics_url is not None
+        summary = await fetch(p.worker.metrics_url)
+        assert summary.turns == 6 and summary.llm_calls == seen
+        assert summary.calls_by_task["memory.review"] == 1
+        line = per_turn_line(summary)
+        assert f"{seen / 6:.2f} calls" in line and "reorganize.organize 0.17" in line, line
 
 
 async def test_a_429_with_retry_after_holds_the_worker_back(
