@@ -1,11 +1,10 @@
 """Conflict detection for a chunk's new memories with one model call (``prompts.review``).
 
-Candidates are found as ``merge.find_conflict`` finds them (activated facts of the same type,
-most similar first, above the conflict threshold, never about a different subject), with
-two differences: memories of the same chunk are never each other's candidates (so the
-question does not depend on how the chunk's items were batched), and the judge's verdicts
-and the fused statements of the whole chunk come back in one answer. If the call fails,
-similarity decides per node as ``find_conflict`` does.
+Candidates: activated facts of the same type, most similar first, above the conflict
+threshold, never about a different subject, never a fact of the same chunk (so the question
+does not depend on how the chunk's items were batched). The judge's verdicts and the fused
+statements of the whole chunk come back in one answer. If the call fails, similarity
+decides per node (a best candidate at or above the merge threshold is taken as redundant).
 """
 
 from __future__ import annotations
