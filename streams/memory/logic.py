@@ -27,6 +27,8 @@ from memstream.streams.core.merge import (
 )
 from memstream.streams.core.review import Verdict, review
 from memstream.streams.core.working_memory import working_copy
+from memstream.streams.memory import chunks
+from memstream.streams.memory.chunks import chunk_key
 from memstream.streams.prompts.textutil import short_title
 from memstream.streams.runtime import Deps, Outgoing, Record
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
@@ -134,6 +136,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     out: list[Outgoing] = []
     now = deps.clock()
     verdicts: dict[str, Verdict | None] = {}
+    partial = chunks.heads(unique, nodes) if deps.settings.memory.conflict_detection else set()
     for nid, record in unique.items():
         node = nodes[nid]
         base: dict[str, Any] = {
@@ -142,10 +145,21 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
         if nid in vectors and judged(node, deps):
+            if chunk_key(record) in partial:
+                continue  # decided with the chunk's last fact (streams.memory.chunks)
             if nid not in verdicts:  # the chunk's first undecided fact: judge them all at once
+                earlier = await chunks.undecided(deps, node, unique)
+                rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
                 verdicts.update(await review_chunk(
-                    [n for n, r in unique.items() if n in vectors and judged(nodes[n], deps)
-                     and chunk_key(r) == chunk_key(record)], nodes, vectors, deps))
+                    [*(n.id for n, _ in earlier),
+                     *(n for n, r in unique.items() if n in vectors and judged(nodes[n], deps)
+                       and chunk_key(r) == chunk_key(record))],
+                    {**nodes, **{n.id: n for n, _ in earlier}}, rows, deps))
+                for sibling, sibling_row in earlier:  # announced as their items would be
+                    out += await decide(sibling, sibling_row, {
+                        **base, "user_id": sibling.metadata.user_id,
+                        "cause_event_id": derived_event_id("extracted", sibling.id)},
+                        deps, verdicts.get(sibling.id))
             out += await decide(node, vectors[nid], base, deps, verdicts.get(nid))
         elif nid in vectors:
             out.append(added(node, base))
@@ -157,12 +171,16 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
         out.extend(await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type))
     # One reorganize event per chunk (the optimizer asks one question for all its facts),
     # named by its items; an item added on its own is a chunk of one.
-    chunks: dict[str, list[Record[ExtractedMemory]]] = {}
+    groups: dict[str, list[Record[ExtractedMemory]]] = {}
     for record in unique.values():
         if record.value.memory_type != "EpisodicMemory":  # the optimizer organizes facts
-            chunks.setdefault(chunk_key(record), []).append(record)
-    for group in chunks.values():
+            groups.setdefault(chunk_key(record), []).append(record)
+    for key, group in groups.items():
+        if key in partial:
+            continue  # its event comes with the chunk's last fact, naming all its facts
         ids = tuple(node_id_for(r.value) for r in group)
+        if stored_ids := await chunks.chunk_facts(deps, nodes[ids[0]]):  # a chat chunk
+            ids = tuple(sorted(set(ids) | set(stored_ids)))
         types = {r.value.memory_type for r in group}
         first = group[0].value
         kind = first.memory_type if first.memory_type != "EpisodicMemory" else None
@@ -173,11 +191,6 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             session_id=first.session_id)
         out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
     return out
-
-
-def chunk_key(record: Record[ExtractedMemory]) -> str:
-    """The chunk an item was extracted from (its own id for an item added directly)."""
-    return record.value.chunk_event_id or node_id_for(record.value)
 
 
 async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
