@@ -135,7 +135,7 @@ def print_table(title: str, rows: Sequence[tuple[Relation, Relation]]) -> None:
 
 def merged_by_stage(s: Scored, candidate: float) -> bool:
     """Rules mode: only a ``redundant`` verdict on a pair that reaches the judge is merged
-    (``find_conflict`` also skips a pair the subject guard tells apart)."""
+    (the chunk review also skips a pair the subject guard tells apart)."""
     return (s.pair.similarity >= candidate and s.predicted == "redundant"
             and different_subjects(s.pair.old, s.pair.new) is None)
 

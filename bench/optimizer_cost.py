@@ -48,7 +48,11 @@ from retrieval_quality import load  # noqa: E402
 
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams import metering  # noqa: E402
-from memstream.streams.reorganize import asof, optimize  # noqa: E402
+from memstream.streams.reorganize import (  # noqa: E402
+    asof,
+    optimize,
+    organize,  # noqa: E402
+)
 from memstream.streams.reorganize import logic as reorganize  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.events import ReorganizeEvent  # noqa: E402
@@ -103,7 +107,9 @@ async def run(path: Path, conversation: int, max_turns: int) -> None:
             t = Timings()
             t.patch(asof, "asof", ["live_many", "tag_neighbours", "vector_neighbours",
                                    "predecessor", "optimization_candidates"])
-            t.patch(reorganize, "optimizer", ["relate", "follows", "aggregate", "infer"])
+            t.patch(reorganize, "optimizer", ["follows"])
+            t.patch(organize, "optimizer", ["organize", "neighbours", "plan_concept",
+                                            "apply_concept", "write_inferred"])
             t.patch(optimize, "optimizer", ["optimize_scope"])
             t.patch(deps.query, "graph", ["get_nodes", "get_node", "find_nodes",
                                           "nodes_by_tags", "edges_from", "children"])

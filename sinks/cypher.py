@@ -163,6 +163,24 @@ MERGE (s:LLMSpend {cube_id: $cube_id, period: $period, call: $call})
 SET s.tokens = $tokens
 """
 
+# The model's answers to the cube's ingestion questions, by call key (streams.ops.journal):
+# a redelivered or replayed input reads its answer instead of asking again.
+LLM_ANSWER = """
+MATCH (a:LLMAnswer {call: $call})
+WHERE a.cube_id = $cube_id
+RETURN a.answer AS answer
+"""
+
+RECORD_LLM_ANSWER = """
+MERGE (a:LLMAnswer {call: $call, cube_id: $cube_id})
+SET a.answer = $answer
+"""
+
+CLEAR_LLM_ANSWERS = """
+MATCH (a:LLMAnswer {cube_id: $cube_id})
+DELETE a
+"""
+
 LIST_CUBES = """
 MATCH (n:Memory)
 RETURN DISTINCT n.cube_id AS cube_id

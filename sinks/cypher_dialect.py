@@ -67,6 +67,7 @@ NEO4J: Final = Dialect(
         ("cube_access", "CREATE INDEX cube_access IF NOT EXISTS FOR (n:CubeAccess) ON (n.cube_id)"),
         ("llm_spend", "CREATE INDEX llm_spend IF NOT EXISTS FOR (n:LLMSpend) ON (n.cube_id)"),
         *NEO4J_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
+        ("llm_answer", "CREATE INDEX llm_answer IF NOT EXISTS FOR (n:LLMAnswer) ON (n.call)"),
     ),
     fulltext_call="CALL db.index.fulltext.queryNodes('memory_search_text', $text) "
     "YIELD node, score",
@@ -87,6 +88,7 @@ FALKORDB: Final = Dialect(
         ("CubeAccess.cube_id", "CREATE INDEX FOR (n:CubeAccess) ON (n.cube_id)"),
         ("LLMSpend.cube_id", "CREATE INDEX FOR (n:LLMSpend) ON (n.cube_id)"),
         *FALKORDB_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
+        ("LLMAnswer.call", "CREATE INDEX FOR (n:LLMAnswer) ON (n.call)"),
     ),
     fulltext_call="CALL db.idx.fulltext.queryNodes('Memory', $text) YIELD node, score",
     fulltext_syntax="redisearch",

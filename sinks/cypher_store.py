@@ -408,6 +408,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
             deleted = int(rows[0]["deleted"]) if rows else 0
             total += deleted
             if deleted == 0:
+                await self._write(cypher.CLEAR_LLM_ANSWERS, {"cube_id": cube_id})
                 return total
 
     async def list_cubes(self) -> list[str]:
@@ -438,6 +439,14 @@ class CypherGraphStore(CypherLogRefs, ABC):
     async def record_llm_spend(self, cube_id: str, period: str, call: str, tokens: int) -> None:
         await self._write(cypher.RECORD_LLM_SPEND, {"cube_id": cube_id, "period": period,
                                                     "call": call, "tokens": tokens})
+
+    async def llm_answer(self, cube_id: str, call: str) -> str | None:
+        rows = await self._read(cypher.LLM_ANSWER, {"cube_id": cube_id, "call": call})
+        return str(rows[0]["answer"]) if rows else None
+
+    async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
+        await self._write(cypher.RECORD_LLM_ANSWER, {"cube_id": cube_id, "call": call,
+                                                     "answer": answer})
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -75,6 +75,7 @@ class InMemoryGraphStore(InMemoryLogRefs):
         self._edges: dict[str, dict[_EdgeKey, Edge]] = {}
         self._access: dict[str, CubeAccess] = {}
         self._spend: dict[str, tuple[str, dict[str, int]]] = {}  # cube -> (period, calls)
+        self._answers: dict[str, dict[str, str]] = {}  # cube -> call -> answer
 
     async def ensure_schema(self) -> None:
         """Nothing to create."""
@@ -435,6 +436,7 @@ class InMemoryGraphStore(InMemoryLogRefs):
 
     async def clear_cube(self, cube_id: str) -> int:
         self._edges.pop(cube_id, None)
+        self._answers.pop(cube_id, None)
         return len(self._nodes.pop(cube_id, {}))
 
     async def list_cubes(self) -> list[str]:
@@ -457,3 +459,9 @@ class InMemoryGraphStore(InMemoryLogRefs):
         if held is None or held[0] != period:
             held = self._spend[cube_id] = (period, {})
         held[1][call] = tokens
+
+    async def llm_answer(self, cube_id: str, call: str) -> str | None:
+        return self._answers.get(cube_id, {}).get(call)
+
+    async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
+        self._answers.setdefault(cube_id, {})[call] = answer

@@ -245,6 +245,14 @@ class GraphStore(Protocol):
         """The refs answering ``query``, in log order (a prefix query: matching node ids)."""
         ...
 
+    async def llm_answer(self, cube_id: str, call: str) -> str | None:
+        """The model's recorded answer (JSON) to the cube's question ``call``, if any."""
+        ...
+
+    async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
+        """Record (upsert) the answer to one question; erased with the cube."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:

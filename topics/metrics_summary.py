@@ -23,8 +23,14 @@ class StageSummary:
 class MetricsSummary:
     stages: dict[str, StageSummary] = field(default_factory=dict)
     llm_tokens: float = 0.0
-    llm_calls: float = 0.0
+    llm_calls: float = 0.0  # requests asked of the model (answers on record not counted)
     budget_exceeded: float = 0.0
+    turns: float = 0.0  # conversation turns extracted
+    calls_by_task: dict[str, float] = field(default_factory=dict)
+    tokens_by_kind: dict[str, float] = field(default_factory=dict)
+
+    def per_turn(self, value: float) -> float | None:
+        return value / self.turns if self.turns else None
 
     @property
     def dead_letters(self) -> float:
@@ -48,8 +54,14 @@ def parse(text: str) -> MetricsSummary:
                     out.stages.setdefault(stage, StageSummary()).retries = sample.value
                 case "memstream_llm_tokens_total":
                     out.llm_tokens += sample.value
-                case "memstream_llm_calls_total":
+                    kind = sample.labels.get("kind", "")
+                    out.tokens_by_kind[kind] = out.tokens_by_kind.get(kind, 0.0) + sample.value
+                case "memstream_llm_calls_total" if sample.labels.get("outcome") != "recorded":
                     out.llm_calls += sample.value
+                    task = sample.labels.get("task", "")
+                    out.calls_by_task[task] = out.calls_by_task.get(task, 0.0) + sample.value
+                case "memstream_turns_ingested_total":
+                    out.turns = sample.value
                 case "memstream_llm_budget_exceeded_total":
                     out.budget_exceeded += sample.value
     return out
@@ -82,5 +94,19 @@ async def summary_table(url: str) -> Table | str:
                   f"{summary.dead_letters:.0f}", "", style="bold")
     table.caption = (f"LLM: {summary.llm_calls:.0f} calls, {summary.llm_tokens:.0f} tokens"
                      + (f"; {summary.budget_exceeded:.0f} refused over budget"
-                        if summary.budget_exceeded else ""))
+                        if summary.budget_exceeded else "") + per_turn_line(summary))
     return table
+
+
+def per_turn_line(summary: MetricsSummary) -> str:
+    """Calls and tokens per ingested turn, and calls per turn by task (what a turn costs)."""
+    calls = summary.per_turn(summary.llm_calls)
+    if calls is None:
+        return ""
+    tokens = {k: summary.per_turn(v) or 0.0 for k, v in sorted(summary.tokens_by_kind.items())}
+    by_task = ", ".join(f"{task} {summary.per_turn(n) or 0.0:.2f}"
+                        for task, n in sorted(summary.calls_by_task.items()))
+    spent = ", ".join(f"{kind} {n:.0f}" for kind, n in tokens.items())
+    return (f"\nper turn ({summary.turns:.0f} turns): {calls:.2f} calls"
+            + (f", tokens {spent}" if spent else "") + (f"; calls by task: {by_task}"
+                                                          if by_task else ""))

@@ -98,6 +98,11 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)
     max_tokens: int = 2048
+    # Requests one worker keeps in flight at once: calls that do not wait on each other (other
+    # cubes' chunks, a batch's chunks) overlap, so a slow model costs its latency per batch.
+    concurrency: int = Field(default=8, ge=1)
+    # A 429/503 answer's Retry-After is obeyed by every request of the worker, up to this long.
+    max_retry_after_s: float = Field(default=60.0, ge=0)
 
     @model_validator(mode="after")
     def _pick_provider(self) -> LLMSettings:
@@ -236,6 +241,11 @@ class ReorganizeSettings(BaseModel):
     enabled: bool = True
     optimize_interval_s: float = Field(default=100.0, gt=0)
     neighbors_per_node: int = Field(default=5, ge=1)
+    # Of those neighbours (tag overlap and vector), a new fact's relation candidates are the
+    # most similar ones at or above this cosine, at most this many; all of a chunk's facts
+    # and candidates go to the model in one question (issue #30).
+    relation_min_similarity: float = Field(default=0.85, ge=-1, le=1)
+    relation_candidates: int = Field(default=3, ge=0)
 
 
 class SchedulerSettings(BaseModel):

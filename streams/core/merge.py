@@ -1,15 +1,15 @@
 """Conflict detection and merging (SPEC §3.2 steps 3–4).
 
-For a new long-term node: find the most similar activated, unfrozen nodes of the
-same type in the cube; the relation judge labels each candidate pair; a
-``redundant`` or ``contradictory`` pair is fused into one node that keeps the new
-node's id, and the old node is archived with a ``MERGED_TO`` edge to it and its
-other edges moved over. A pair about different subjects (``streams.core.subjects``) is never
-merged, before and regardless of the judge. Otherwise only the judge decides: with this
-embedder, different facts often score above the merge threshold. If the judge fails, the
-threshold decides; if fusion fails, a hard update keeps the newer statement. Without a
+For a new long-term node: the most similar activated nodes of the same type in the cube
+are its candidates, and one review of the chunk (``streams.core.review``) names the one it
+repeats or contradicts; that pair is fused into one node that keeps the new node's id, and
+the old node is archived with a ``MERGED_TO`` edge to it and its other edges moved over. A
+pair about different subjects (``streams.core.subjects``) is never merged, before and
+regardless of the judge. Otherwise only the judge decides: with this embedder, different
+facts often score above the merge threshold. If the judge fails, the threshold decides; if
+fusion fails, a hard update keeps the newer statement. Without a
 model (``rules``) a contradiction is only suspected: both stay activated, linked by a
-``CONFLICT`` edge (``streams.core.conflicts``, SPEC §9).
+``CONFLICT`` edge (``streams.core.conflicts``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
-from memstream.streams.core.conflicts import guesses
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
-    RELATION_JUDGE,
-    JudgeContext,
     MemoryStatement,
     Relation,
 )
-from memstream.streams.prompts.fusion import FUSION, FusionContext
+from memstream.streams.prompts.fusion import FUSION, FusionContext, FusionResponse
 from memstream.streams.runtime.stage import Deps
-from memstream.streams.text.subjects import different_subjects
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, MemoryItem
 
@@ -51,7 +47,7 @@ class Merge:
     hard_update: bool
 
 
-def _statement(item: MemoryItem) -> MemoryStatement:
+def statement_of(item: MemoryItem) -> MemoryStatement:
     md = item.metadata
     return MemoryStatement(text=item.memory, key=md.key, tags=list(md.tags),
                            entities=list(md.entities), updated_at=md.updated_at)
@@ -61,72 +57,22 @@ def _union(*groups: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for group in groups for x in group if x))
 
 
-async def find_conflict(
-    node: MemoryItem, vector: Sequence[float], deps: Deps, later: frozenset[str] = frozenset(),
-    frozen: list[tuple[MemoryItem, str]] | None = None,
-    suspected: list[tuple[MemoryItem, str]] | None = None,
-) -> tuple[MemoryItem, float, Relation, str] | None:
-    """The first candidate (most similar first) the judge finds redundant or contradictory.
-
-    ``later``: nodes of the same batch that come after this one; they are newer, so they
-    are compared with this node when their turn comes, not now. A frozen candidate is never
-    merged: when the judge would have merged it, it goes to ``frozen`` with the verdict.
-    Without a model a contradiction is a guess (SPEC §9): never merged, it goes to
-    ``suspected`` with the reason, for a ``CONFLICT`` edge.
-    """
-    cfg = deps.settings.memory
-    md = node.metadata
-    # Facts only: summaries and inferences are the optimizer's, written at its own pace, so
-    # judging against them would make the outcome depend on how far the optimizer had got.
-    hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(later),
-                                   memory_types=[md.memory_type], filters=FACTS)
-    for candidate, score in hits:
-        if candidate.id == node.id or candidate.id in later or (
-                candidate.metadata.frozen and frozen is None):
-            continue
-        if score < cfg.conflict_threshold:
-            break
-        # Facts about different subjects are never merged, whatever the judge (or, when the
-        # judge fails, the similarity) would say: archiving one would lose a true fact.
-        apart = different_subjects(candidate.memory, node.memory, candidate.metadata.entities,
-                                   md.entities)
-        if apart is not None:
-            log.debug("cube %s: %s / %s independent: %s", md.cube_id, candidate.id, node.id,
-                      apart)
-            continue
-        ctx = JudgeContext(existing=_statement(candidate), new=_statement(node),
-                           similarity=max(-1.0, min(1.0, score)),
-                           merge_threshold=cfg.merge_threshold)
-        try:
-            verdict = await deps.llm.run(RELATION_JUDGE, ctx)
-            relation, reason = verdict.relation, verdict.reason
-        except LLMError as exc:
-            redundant = score >= cfg.merge_threshold
-            relation = "redundant" if redundant else "independent"
-            reason = f"judge failed ({exc.task}); similarity {score:.3f} decided"
-        if relation == "contradictory" and guesses(deps):
-            if suspected is not None:
-                suspected.append((candidate, reason))
-        elif relation != "independent" and candidate.metadata.frozen and frozen is not None:
-            frozen.append((candidate, f"{relation}: {reason}"))
-        elif relation != "independent":
-            return candidate, score, relation, reason
-    return None
-
-
 async def resolve(
     old: MemoryItem, new: MemoryItem, new_vector: Sequence[float], relation: Relation,
-    reason: str, deps: Deps,
+    reason: str, deps: Deps, fused: FusionResponse | None = None,
 ) -> Merge:
-    """Fuse ``old`` and ``new`` into the surviving node; archive the other. Not yet written."""
+    """Fuse ``old`` and ``new`` into the surviving node; archive the other. Not yet written.
+
+    ``fused``: the merged statement when the judge's answer gave it (no fusion call)."""
     hard = False
-    try:
-        fused = await deps.llm.run(FUSION, FusionContext(
-            existing=_statement(old), new=_statement(new), relation=relation))
-    except LLMError as exc:
-        log.warning("fusion failed, hard update (newer wins): %s", exc)
-        hard = True
-    if hard:
+    if fused is None:
+        try:
+            fused = await deps.llm.run(FUSION, FusionContext(
+                existing=statement_of(old), new=statement_of(new), relation=relation))
+        except LLMError as exc:
+            log.warning("fusion failed, hard update (newer wins): %s", exc)
+            hard = True
+    if hard or fused is None:
         newer_is_new = new.metadata.updated_at >= old.metadata.updated_at
         kept_base, loser = (new, old) if newer_is_new else (old, new)
         kept = kept_base.evolve(

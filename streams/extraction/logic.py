@@ -6,6 +6,7 @@ item index), so extracting the same chunk twice yields the same items.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -219,10 +220,18 @@ def _to_items(
 
 
 async def extract(records: Sequence[Record[ConversationChunk]], deps: Deps) -> list[Outgoing]:
-    """Extraction for a batch of one cube's chunks, in log order."""
+    """Extraction for a batch of one cube's chunks: asked at once (no chunk's extraction waits
+    on another's), emitted in log order."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(extract_chunk(r.value, r.origin, deps)) for r in records]
+    except ExceptionGroup as failed:  # the first failure, as a sequential run would raise it
+        raise failed.exceptions[0] from None
     out: list[Outgoing] = []
-    for record in records:
-        items = await extract_chunk(record.value, record.origin, deps)
+    for record, task in zip(records, tasks, strict=True):
+        items = task.result()
+        if deps.ops is not None and record.value.kind == "chat":
+            deps.ops.turns_ingested(len(record.value.messages))
         if not items:
             log.info("cube %s: chunk %s yielded no memories", record.value.cube_id,
                      record.value.event_id)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from memstream.streams import metering
 from memstream.streams.llm.jsonfix import JSONRecoveryError, recover_json
 from memstream.streams.llm.openai_client import openai_client, status_message
+from memstream.streams.llm.pacing import Pacer, retry_after_s
 from memstream.streams.llm.port import ChatMessage, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.topics.settings import LLMSettings
 
@@ -32,11 +33,13 @@ _ECHO_CHARS = 2000
 class _Attempt(Exception):
     """One failed attempt; ``feedback`` is shown to the model on the next one."""
 
-    def __init__(self, reason: str, *, feedback: str | None = None, bad_answer: str | None = None):
+    def __init__(self, reason: str, *, feedback: str | None = None, bad_answer: str | None = None,
+                 retry_after_s: float | None = None):
         super().__init__(reason)
         self.reason = reason
         self.feedback = feedback
         self.bad_answer = bad_answer
+        self.retry_after_s = retry_after_s  # the server said when to ask again
 
 
 class _Permanent(Exception):
@@ -58,6 +61,7 @@ class OpenAILLM:
                                                settings.timeout_s)
         # Flipped off once the server rejects response_format (many local servers do).
         self._json_mode = True
+        self._pacer = Pacer(settings.concurrency, settings.max_retry_after_s)
         self.usage = LLMUsage()
         self.usage_by_task: dict[str, LLMUsage] = {}
 
@@ -67,8 +71,9 @@ class OpenAILLM:
         attempts = self._settings.max_retries + 1
         reason = "no attempt made"
         last_answer: str | None = None
+        told: float | None = None  # the last refusal's Retry-After (the pacer holds for it)
         for attempt in range(1, attempts + 1):
-            if attempt > 1:
+            if attempt > 1 and told is None:
                 await asyncio.sleep(self._settings.backoff_s * 2 ** (attempt - 2))
             try:
                 return await self._attempt(task, conversation)
@@ -78,6 +83,7 @@ class OpenAILLM:
                 raise LLMError(task.name, str(exc), attempt) from exc
             except _Attempt as exc:
                 reason = exc.reason
+                told = exc.retry_after_s
                 last_answer = exc.bad_answer or last_answer
                 self._count_failure(task.name)
                 log.warning(
@@ -90,6 +96,10 @@ class OpenAILLM:
                     )
                     conversation.append({"role": "user", "content": exc.feedback})
         raise LLMError(task.name, reason, attempts, last_answer)
+
+    @property
+    def model(self) -> str:
+        return self._settings.model
 
     async def close(self) -> None:
         await self._client.close()
@@ -165,7 +175,7 @@ class OpenAILLM:
         self._task_usage(task_name).calls += 1
         timeout = self._settings.timeout_s
         try:
-            async with asyncio.timeout(timeout):
+            async with self._pacer.slot(), asyncio.timeout(timeout):
                 return await self._client.chat.completions.create(
                     model=self._settings.model,
                     messages=conversation,  # type: ignore[arg-type]
@@ -182,7 +192,11 @@ class OpenAILLM:
             message = f"HTTP {exc.status_code}: {status_message(exc)}"
             if exc.status_code in _PERMANENT_STATUS:
                 raise _Permanent(message) from exc
-            raise _Attempt(message) from exc
+            wait = retry_after_s(exc.response.headers)
+            if wait is not None:
+                wait = self._pacer.hold(wait)
+                message += f" (retry after {wait:g} s)"
+            raise _Attempt(message, retry_after_s=wait) from exc
         except openai.APIConnectionError as exc:
             raise _Attempt(f"cannot reach {self._settings.base_url}: {exc}") from exc
         except openai.APIError as exc:  # malformed response body and the like

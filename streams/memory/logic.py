@@ -14,20 +14,22 @@ from datetime import timedelta
 from typing import Any
 
 from memstream.sinks.memory_store import EmbedNodes
-from memstream.streams.core.conflicts import conflict_edges, linked, recorded_conflicts
+from memstream.streams.core.conflicts import conflict_edges, guesses, linked, recorded_conflicts
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import (
     HARD_UPDATE,
     Merge,
     apply,
-    find_conflict,
     finish,
     merge_reason,
     parse_note,
     recorded_merge,
     resolve,
 )
+from memstream.streams.core.review import Verdict, review
 from memstream.streams.core.working_memory import working_copy
+from memstream.streams.memory import chunks
+from memstream.streams.memory.chunks import chunk_key
 from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.streams.text.words import short_title
 from memstream.topics import tracing
@@ -124,6 +126,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
     out: list[Outgoing] = []
     now = deps.clock()
+    verdicts: dict[str, Verdict | None] = {}
+    partial = chunks.heads(unique, nodes) if deps.settings.memory.conflict_detection else set()
     for nid, record in unique.items():
         node = nodes[nid]
         base: dict[str, Any] = {
@@ -132,8 +136,23 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
         if nid in vectors and judged(node, deps):
-            with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
-                out += await decide(node, vectors[nid], base, deps)
+            if chunk_key(record) in partial:
+                continue  # decided with the chunk's last fact (streams.memory.chunks)
+            if nid not in verdicts:  # the chunk's first undecided fact: judge them all at once
+                earlier = await chunks.undecided(deps, node, unique)
+                rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
+                with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
+                    verdicts.update(await review_chunk(
+                        [*(n.id for n, _ in earlier),
+                         *(n for n, r in unique.items() if n in vectors
+                           and judged(nodes[n], deps) and chunk_key(r) == chunk_key(record))],
+                        {**nodes, **{n.id: n for n, _ in earlier}}, rows, deps))
+                for sibling, sibling_row in earlier:  # announced as their items would be
+                    out += await decide(sibling, sibling_row, {
+                        **base, "user_id": sibling.metadata.user_id,
+                        "cause_event_id": derived_event_id("extracted", sibling.id)},
+                        deps, verdicts.get(sibling.id))
+            out += await decide(node, vectors[nid], base, deps, verdicts.get(nid))
         elif nid in vectors:
             out.append(added(node, base))
         else:
@@ -142,17 +161,40 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}
     for memory_type in sorted(touched):
         out.extend(await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type))
-    # One reorganize event per item, named by the item: its id does not depend on the batch.
-    for nid, record in unique.items():
-        memory_type = record.value.memory_type
-        if memory_type == "EpisodicMemory":  # the optimizer organizes facts, not transcripts
-            continue
+    # One reorganize event per chunk (the optimizer asks one question for all its facts),
+    # named by its items; an item added on its own is a chunk of one.
+    groups: dict[str, list[Record[ExtractedMemory]]] = {}
+    for record in unique.values():
+        if record.value.memory_type != "EpisodicMemory":  # the optimizer organizes facts
+            groups.setdefault(chunk_key(record), []).append(record)
+    for key, group in groups.items():
+        if key in partial:
+            continue  # its event comes with the chunk's last fact, naming all its facts
+        ids = tuple(node_id_for(r.value) for r in group)
+        if stored_ids := await chunks.chunk_facts(deps, nodes[ids[0]]):  # a chat chunk
+            ids = tuple(sorted(set(ids) | set(stored_ids)))
+        types = {r.value.memory_type for r in group}
+        first = group[0].value
+        kind = first.memory_type if first.memory_type != "EpisodicMemory" else None
         event = ReorganizeEvent(
-            event_id=derived_event_id("reorganize-add", nid), user_id=record.value.user_id,
-            cube_id=cube_id, occurred_at=now, op="add", node_ids=(nid,),
-            memory_type=memory_type, session_id=record.value.session_id)
+            event_id=derived_event_id("reorganize-add", *ids), user_id=first.user_id,
+            cube_id=cube_id, occurred_at=now, op="add", node_ids=ids,
+            memory_type=kind if len(types) == 1 else None,
+            session_id=first.session_id)
         out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
     return out
+
+
+async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
+                       vectors: dict[str, list[float]], deps: Deps) -> dict[str, Verdict | None]:
+    """Verdicts for a chunk's undecided facts in one call; a fact whose merge an earlier
+    attempt recorded is applied from the record instead (never asked again)."""
+    cube_id = next(iter(nodes.values())).metadata.cube_id
+    todo = [nid for nid in ids if await recorded_merge(deps, cube_id, nid) is None]
+    verdicts: dict[str, Verdict | None] = dict.fromkeys(ids)
+    if todo:
+        verdicts.update(await review([(nodes[n], vectors[n]) for n in todo], deps))
+    return verdicts
 
 
 def is_episode(node: MemoryItem) -> bool:
@@ -194,11 +236,13 @@ def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
 
 
 async def decide(
-    node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps
+    node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps,
+    verdict: Verdict | None = None,
 ) -> list[Outgoing]:
-    """Judge a ``generated`` node against the activated ones and apply the outcome.
+    """Apply the chunk review's ``verdict`` on a ``generated`` node (None: independent).
 
-    A decision an earlier attempt recorded but did not apply is applied, not taken again.
+    A decision an earlier attempt recorded but did not apply is applied, not taken again. A
+    verdict naming a candidate that an earlier fact of the chunk merged away is dropped.
     """
     cube_id = node.metadata.cube_id
     merge = None
@@ -214,11 +258,16 @@ async def decide(
             await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
     spared: list[tuple[MemoryItem, str]] = []  # frozen nodes the judge would have merged
     suspected: list[tuple[MemoryItem, str]] = []  # rules mode: contradictions kept apart
-    if merge is None:
-        found = await find_conflict(node, row, deps, frozen=spared, suspected=suspected)
-        if found is not None:
-            old, _score, relation, reason = found
-            merge = await resolve(old, node, row, relation, reason, deps)
+    if merge is None and verdict is not None:
+        old = await deps.query.get_node(cube_id, verdict.candidate.id)
+        if old is not None and old.metadata.status == "activated":
+            if verdict.relation == "contradictory" and guesses(deps):
+                suspected.append((old, verdict.reason))  # without a model: never on a guess
+            elif old.metadata.frozen:
+                spared.append((old, f"{verdict.relation}: {verdict.reason}"))
+            else:
+                merge = await resolve(old, node, row, verdict.relation, verdict.reason, deps,
+                                      fused=verdict.fused)
     refusals = [refused(f, node.id, f"merge with {node.id}", why, base, node.id)
                 for f, why in spared]
     # Recorded before the node is activated, like a merge decision: a redelivery re-decides.

@@ -15,6 +15,7 @@ spends a cube's budget (search requests of the cube may run on the same worker).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from memstream.streams import metering
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memstream.budget")
 CLOCK_FIELDS = frozenset({"now"})  # context fields holding the time of processing
+# Stages whose model answers are journaled: what they ask follows from the log, so a
+# redelivered or replayed input finds its answer on record and asks nothing again.
+JOURNALED_STAGES = frozenset({"extraction", "memory.add", "reorganize", "optimizer", "replay"})
 
 
 class BudgetDeferred(PermanentError):
@@ -100,9 +106,20 @@ class MeteredLLM:
         self.metrics = metrics
         self.graph = graph  # where the ledger is kept (None: in this process only)
         self.ledger = Ledger()
+        self._budget_locks: dict[str, asyncio.Lock] = {}
         self.usage: LLMUsage = inner.usage  # the provider's own counters (same object)
 
     async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
+        scope = metering.current()
+        if scope is None or self.name == "rules" \
+                or self.settings.budget_of(scope.cube_id) is None:
+            return await self._run(task, ctx)
+        # A cube with a budget asks one question at a time: each is checked against what the
+        # ones before it spent (overlapping calls would all pass the check, then overspend).
+        async with self._budget_locks.setdefault(scope.cube_id, asyncio.Lock()):
+            return await self._run(task, ctx)
+
+    async def _run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
         scope = metering.current()
         stage, cube = (scope.stage, scope.cube_id) if scope else ("other", "")
         budget = self.settings.budget_of(cube) if scope else None
@@ -115,6 +132,13 @@ class MeteredLLM:
             spent = self.ledger.spent(cube, period)
             if spent >= budget:
                 return self._over_budget(task, ctx, scope, period, spent, budget)
+        journal = self._journal_key(task, ctx, key, scope)
+        if journal is not None:
+            assert self.graph is not None  # noqa: S101 - a journal needs the store
+            if (recorded := await self._recorded(task, cube, journal)) is not None:
+                if self.metrics is not None:
+                    self.metrics.llm_call(stage, cube, task.name, "recorded", 0, 0, 0.0)
+                return recorded
         call = metering.start_call()
         started = time.perf_counter()
         outcome = "ok"
@@ -124,7 +148,10 @@ class MeteredLLM:
                 answer = await self.inner.run(task, ctx)
                 span.set_attribute("gen_ai.usage.input_tokens", call.prompt)
                 span.set_attribute("gen_ai.usage.output_tokens", call.completion)
-                return answer
+            if journal is not None:
+                assert self.graph is not None  # noqa: S101 - a journal needs the store
+                await self.graph.record_llm_answer(cube, journal, answer.model_dump_json())
+            return answer
         except LLMError:
             outcome = "error"
             raise
@@ -138,6 +165,29 @@ class MeteredLLM:
                                       call.completion, time.perf_counter() - started)
                 if budget is not None:
                     self.metrics.budget_spent(cube, self.ledger.spent(cube, period))
+
+    def _journal_key(self, task: Task[Ctx, Resp], ctx: Ctx, key: str,
+                     scope: metering.Scope | None) -> str | None:
+        """The question's key in the answer journal: ingestion's questions to a model only
+        (what it asks is a function of the log), with the model and the task's instructions,
+        so a new model or prompt asks anew."""
+        if self.graph is None or self.name == "rules" or scope is None \
+                or scope.stage not in JOURNALED_STAGES:
+            return None
+        system = "".join(m["content"] for m in task.render(ctx) if m["role"] == "system")
+        model = str(getattr(self.inner, "model", ""))
+        return hashlib.sha256(f"{model}\0{key}\0{system}".encode()).hexdigest()
+
+    async def _recorded(self, task: Task[Ctx, Resp], cube: str, journal: str) -> Resp | None:
+        """The answer an earlier delivery of the same input got, if it is on record."""
+        assert self.graph is not None  # noqa: S101 - a journal needs the store
+        text = await self.graph.llm_answer(cube, journal)
+        if text is None:
+            return None
+        try:
+            return task.response.model_validate_json(text)
+        except ValidationError:  # recorded by an older answer model: ask again
+            return None
 
     async def _load(self, cube_id: str, period: str) -> None:
         """The cube's spend this period as the store has it (once per worker and period)."""

@@ -91,6 +91,8 @@ class WorkerMetrics:
         self.over_budget = Counter("memstream_llm_budget_exceeded",
                                    "LLM tasks not sent because the cube spent its budget",
                                    ["cube", "stage", "action"], registry=r)
+        self.turns = Counter("memstream_turns_ingested", "Conversation turns extracted (the "
+                             "denominator of LLM calls and tokens per turn)", registry=r)
         self.spent = Gauge("memstream_llm_budget_spent_tokens",
                            "Tokens a cube with a budget spent in the current period", ["cube"],
                            registry=r)
@@ -122,6 +124,9 @@ class WorkerMetrics:
 
     def budget_spent(self, cube_id: str, tokens: int) -> None:
         self.spent.labels(cube_id).set(tokens)
+
+    def turns_ingested(self, turns: int) -> None:
+        self.turns.inc(turns)
 
     def budget_exceeded(self, cube_id: str, stage: str, action: str) -> None:
         self.over_budget.labels(cube_id, stage, action).inc()

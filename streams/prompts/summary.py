@@ -67,7 +67,7 @@ class SummaryResponse(BaseModel):
 
 # --------------------------------------------------------------------------- prompt text
 
-_LEVELS: dict[str, str] = {
+LEVELS: dict[str, str] = {
     "concept": (
         "The members are individual memories (facts, events, preferences) that an embedding "
         "clustering put together. Write a CONCEPT summary: the specific theme they share, with "
@@ -104,7 +104,7 @@ def render(ctx: SummaryContext) -> list[ChatMessage]:
         [m.text for m in ctx.members], "key, value, tags and background", source="group"
     )
     system = _SYSTEM.format(
-        level_rule=_LEVELS[ctx.level], language=language, json_only=JSON_ONLY
+        level_rule=LEVELS[ctx.level], language=language, json_only=JSON_ONLY
     )
     user = "\n\n".join([
         f"Level: {ctx.level}",

@@ -55,12 +55,17 @@ class Processor(PriorityProcessor):
     async def _logic(self, records: Sequence[Record[Any]]) -> list[Outgoing]:
         deps = self.deps
         out: list[Outgoing] = []
-        for record in records:
+        adds: list[ReorganizeEvent] = []  # consecutive adds: organized with one model call
+        for n, record in enumerate(records):
             event: ReorganizeEvent = record.value
             match event.op:
                 case "add":
                     out += await run_windows(deps, self.scopes, event)
-                    out += await on_add(event, deps)
+                    adds.append(event)
+                    following = records[n + 1].value if n + 1 < len(records) else None
+                    if following is None or following.op != "add":
+                        out += await on_add(adds, deps)
+                        adds = []
                 case "remove":
                     out += await on_remove(event, deps)
                 case "merge":

@@ -21,7 +21,8 @@ import numpy as np
 from memstream.streams import metering
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.members import MemberNote, repeats_a_member
-from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
+from memstream.streams.prompts.summaries import CLUSTER_SUMMARIES, SummariesContext
+from memstream.streams.prompts.summary import SummaryContext
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import (
     FloatArray,
@@ -30,7 +31,7 @@ from memstream.streams.reorganize.clustering import (
     hierarchy,
     language_labels,
 )
-from memstream.streams.reorganize.logic import complete, written_by
+from memstream.streams.reorganize.writes import complete, written_by
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
@@ -86,28 +87,38 @@ def _announce(deps: Deps, scope: Scope, action: str, node: MemoryItem | None,
         reason="structure optimization"))
 
 
-async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
-                   level: Literal["topic", "concept"], vectors: FloatArray,
-                   at: datetime) -> MemoryItem | None:
-    node_id = stable_id("summary", scope[0], level, *sorted(m.id for m in members))
-    if (existing := await deps.query.get_node(scope[0], node_id)) is not None:
-        return existing
-    ctx = SummaryContext(level=level, members=[MemberNote.of(m) for m in members],
-                         centrality=centrality(vectors))
+async def _summaries(deps: Deps, scope: Scope, clusters: Sequence[Sequence[MemoryItem]],
+                     level: Literal["topic", "concept"], vectors: Sequence[FloatArray],
+                     at: datetime) -> list[MemoryItem | None]:
+    """Each cluster's summary node: the one made before, or written from one call for all the
+    clusters that have none yet (None where the answer gave none)."""
+    ids = [stable_id("summary", scope[0], level, *sorted(m.id for m in members))
+           for members in clusters]
+    found: list[MemoryItem | None] = [await deps.query.get_node(scope[0], i) for i in ids]
+    todo = [n for n, made in enumerate(found) if made is None]
+    if not todo:
+        return found
+    ctx = SummariesContext(level=level, clusters=[
+        SummaryContext(level=level, members=[MemberNote.of(m) for m in clusters[n]],
+                       centrality=centrality(vectors[n])) for n in todo])
     try:
-        answer: SummaryResponse = await deps.llm.run(CLUSTER_SUMMARY, ctx)
+        answer = await deps.llm.run(CLUSTER_SUMMARIES, ctx)
     except LLMError as exc:
-        log.warning("summary of %d nodes failed: %s", len(members), exc)
-        return None
-    if repeats_a_member(answer.value, (m.memory for m in members)):
-        log.debug("summary of %d nodes repeats one of them: not written", len(members))
-        return None
+        log.warning("summaries of %d clusters failed: %s", len(todo), exc)
+        return found
     stamp = at  # the position of the run: later runs know this parent is older than them
-    return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(
-        user_id=scope[1], cube_id=scope[0], memory_type=scope[2], type="topic",
-        key=answer.key, tags=tuple(answer.tags), hierarchy_level=level,
-        background=answer.background, source="retrieved", written_by=written_by(deps),
-        created_at=stamp, updated_at=stamp))
+    for k, n in enumerate(todo):
+        if (made := answer.summary_for(k)) is None:
+            continue
+        if repeats_a_member(made.value, (m.memory for m in clusters[n])):
+            log.debug("summary of %d nodes repeats one of them: not written", len(clusters[n]))
+            continue
+        found[n] = MemoryItem(id=ids[n], memory=made.value, metadata=MemoryMetadata(
+            user_id=scope[1], cube_id=scope[0], memory_type=scope[2], type="topic",
+            key=made.key, tags=tuple(made.tags), hierarchy_level=level,
+            background=made.background, source="retrieved", written_by=written_by(deps),
+            created_at=stamp, updated_at=stamp))
+    return found
 
 
 async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
@@ -138,21 +149,22 @@ async def optimize_scope(deps: Deps, scope: Scope, at: datetime) -> list[Outgoin
     tree = await asyncio.to_thread(hierarchy, vectors,
                                    languages=language_labels([n.memory for n in rows]))
     out: list[Outgoing] = []
-    concepts: list[MemoryItem | None] = []
     # A concept stands in a topic by the centroid of its members.
     centroids = [centroid_of(vectors[members]) for members in tree.concepts]
-    for members in tree.concepts:
-        children = [rows[i] for i in members]
-        concept = await _summary(deps, scope, children, "concept", vectors[members], at)
-        concepts.append(concept)
+    members_of = [[rows[i] for i in members] for members in tree.concepts]
+    concepts = await _summaries(deps, scope, members_of, "concept",
+                                [vectors[members] for members in tree.concepts], at)
+    for concept, children in zip(concepts, members_of, strict=True):
         if concept is not None:
             out += await _write_tree(deps, scope, concept, children)
-    for group in tree.topics:
-        present = [i for i in group if concepts[i] is not None]
-        children = [c for c in (concepts[i] for i in present) if c is not None]
-        if len(children) >= 2 and (topic := await _summary(
-                deps, scope, children, "topic", np.stack([centroids[i] for i in present]), at)):
-            out += await _write_tree(deps, scope, topic, children)
+    groups = [[i for i in group if concepts[i] is not None] for group in tree.topics]
+    groups = [g for g in groups if len(g) >= 2]
+    topics = await _summaries(deps, scope, [[c for i in g if (c := concepts[i])] for g in groups],
+                              "topic", [np.stack([centroids[i] for i in g]) for g in groups], at)
+    for topic, group in zip(topics, groups, strict=True):
+        if topic is not None:
+            out += await _write_tree(deps, scope, topic, [c for i in group
+                                                          if (c := concepts[i])])
     log.info("optimized %s/%s: %d candidates, %d concepts, %d topics", cube, memory_type,
              len(rows), len(tree.concepts), len(tree.topics))
     return out
@@ -183,14 +195,17 @@ async def run_windows(deps: Deps, scopes: Scopes, event: ReorganizeEvent) -> lis
     window a scope's facts enter is optimized once, as of the window's start, when its first
     fact is handled. Fact by fact, in the order the log added them, so how facts were
     grouped into events (the live add stage's batches, a replay's steps) changes nothing."""
-    if event.memory_type is None or not deps.settings.reorganize.enabled:
+    if not deps.settings.reorganize.enabled:
         return []
-    scope = (event.cube_id, event.user_id, event.memory_type)
-    scopes.mark(scope)
     found = {n.id: n for n in await deps.query.get_nodes(event.cube_id, event.node_ids)}
     interval = deps.settings.reorganize.optimize_interval_s
     out: list[Outgoing] = []
     for node in (found[i] for i in event.node_ids if i in found):
+        kind = node.metadata.memory_type
+        if kind not in ("LongTermMemory", "UserMemory"):
+            continue
+        scope: Scope = (event.cube_id, event.user_id, kind)
+        scopes.mark(scope)
         boundary = scopes.crossed(scope, node.metadata.updated_at, interval)
         if boundary is None:
             continue

@@ -125,6 +125,8 @@ class WorkerOps(Protocol):
 
     def extraction_lag(self) -> int | None: ...
 
+    def turns_ingested(self, turns: int) -> None: ...
+
 
 @dataclass
 class Deps:

@@ -667,6 +667,21 @@ async def test_clear_cube_and_list_cubes(graph_store: GraphStore, cube: str) -> 
     assert await graph_store.get_node(other, "a") == node(other, "a")
 
 
+async def test_llm_answers_are_kept_per_cube_and_erased_with_it(
+    graph_store: GraphStore, cube: str
+) -> None:
+    other = cube + "-other"
+    await graph_store.upsert_nodes(cube, [node(cube, "a")])
+    await graph_store.record_llm_answer(cube, "q1", '{"x": "它"}')
+    await graph_store.record_llm_answer(cube, "q1", '{"x": 2}')  # an upsert
+    await graph_store.record_llm_answer(other, "q1", '{"x": 3}')
+    assert await graph_store.llm_answer(cube, "q1") == '{"x": 2}'
+    assert await graph_store.llm_answer(cube, "q2") is None
+    await graph_store.clear_cube(cube)
+    assert await graph_store.llm_answer(cube, "q1") is None
+    assert await graph_store.llm_answer(other, "q1") == '{"x": 3}'
+
+
 async def test_every_read_and_write_stays_in_its_cube(graph_store: GraphStore, cube: str) -> None:
     a, b = cube + "-a", cube + "-b"
     for c in (a, b):  # the same ids, tags and edges in both cubes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from memstream.topics.models import MemoryItem
 from tests.fakes.openai_server import Reply
@@ -70,10 +71,14 @@ async def test_a_model_judge_that_calls_everything_a_contradiction_cannot_merge_
 ) -> None:
     pipeline = pipeline_with_llm
     server = pipeline.llm_server
-    server.route("Decide how the NEW memory relates",
-                 Reply.json({"relation": "contradictory", "reason": "different city"}),
-                 where="system")
-    server.handler = lambda request: Reply.json({"memory": "fused", "key": "", "tags": []})
+    def everything_contradicts(request: dict[str, Any]) -> Reply:
+        items = request["messages"][-1]["content"].count("NEW memory")
+        return Reply.json({"decisions": [
+            {"item": i, "candidate": 0, "relation": "contradictory", "reason": "different city",
+             "memory": "fused"} for i in range(items)]})
+
+    server.route("New memories were just extracted", everything_contradicts, where="system")
+    server.handler = lambda request: Reply.json({"links": [], "concepts": [], "summaries": []})
     for text in ("Anna lives in Paris.", "Boris lives in Rome.", "我住在北京。",
                  "我妹妹住在北京。"):
         token = await pipeline.client.add_memories("df2", [text])
@@ -82,8 +87,8 @@ async def test_a_model_judge_that_calls_everything_a_contradiction_cannot_merge_
     assert sorted(n.memory for n in nodes["activated"]) == sorted(
         ["Anna lives in Paris.", "Boris lives in Rome.", "我住在北京。", "我妹妹住在北京。"])
     assert "archived" not in nodes
-    assert not [r for r in server.chat_requests
-                if "Decide how the NEW memory relates" in r["messages"][0]["content"]]
+    assert not [r for r in server.chat_requests  # never even asked about two people
+                if "New memories were just extracted" in r["messages"][0]["content"]]
     # the same judge still merges a pair about one person
     token = await pipeline.client.add_memories("df2", ["Anna moved to Rome."])
     await pipeline.client.wait_applied(token, timeout=60)

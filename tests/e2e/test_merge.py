@@ -162,8 +162,10 @@ async def test_an_llm_failure_during_fusion_falls_back_to_a_hard_update(
 ) -> None:
     pipeline = pipeline_with_llm
     server = pipeline.llm_server
-    server.route("Decide how the NEW memory relates", Reply.json({"relation": "contradictory",
-                                         "reason": "she moved"}), where="system")
+    # the review names the pair but gives no merged statement: fusion is asked, and fails
+    server.route("New memories were just extracted", Reply.json({"decisions": [
+        {"item": 0, "candidate": 0, "relation": "contradictory", "reason": "she moved"}]}),
+        where="system")
     server.handler = lambda request: Reply.http_error(500, "fusion model down")
     await say(pipeline, "p8", "Alice lives in Berlin.", "Alice moved to Lisbon.")
     nodes = await nodes_by_status(pipeline, "p8")
@@ -180,11 +182,12 @@ async def test_an_llm_failure_during_fusion_falls_back_to_a_hard_update(
 async def test_the_scripted_model_fuses_a_contradiction(pipeline_with_llm: Pipeline) -> None:
     pipeline = pipeline_with_llm
     server = pipeline.llm_server
-    server.route("Decide how the NEW memory relates",
-                 Reply.json({"relation": "contradictory", "reason": "moved"}), where="system")
-    server.handler = lambda request: Reply.json({
-        "memory": "Alice moved from Berlin to Lisbon.", "key": "Alice residence",
-        "tags": ["residence"]})
+    # judged and fused in one answer
+    server.route("New memories were just extracted", Reply.json({"decisions": [
+        {"item": 0, "candidate": 0, "relation": "contradictory", "reason": "moved",
+         "memory": "Alice moved from Berlin to Lisbon.", "key": "Alice residence",
+         "tags": ["residence"]}]}), where="system")
+    server.handler = lambda request: Reply.json({"links": [], "concepts": [], "summaries": []})
     await say(pipeline, "p9", "Alice lives in Berlin.", "Alice moved to Lisbon.",
               tags=("alice",))
     nodes = await nodes_by_status(pipeline, "p9")

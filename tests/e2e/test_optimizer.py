@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -118,23 +119,29 @@ async def test_the_model_infers_one_reasoning_node_from_a_cause(
     pipeline = pipeline_with_llm
     server = pipeline.llm_server
 
-    def relations(request: dict[str, Any]) -> Reply:
-        """CAUSE for the delay/missed pair, pointing from the delay whichever side it is on."""
+    def organize(request: dict[str, Any]) -> Reply:
+        """CAUSE for the delay/missed pair, pointing from the delay whichever side it is on,
+        with the fact it implies; no other link, no concept."""
         user = request["messages"][-1]["content"]
-        new, _, old = user.partition("OLD memory")
-        if "delayed by" in user and "missed the" in user:
-            direction = "new_to_old" if "delayed by" in new else "old_to_new"
-            return Reply.json({"relation": "CAUSE", "direction": direction,
-                               "reason": "the delay made the user miss the meeting"})
-        return Reply.json({"relation": "NONE", "direction": None, "reason": ""})
+        texts = dict(re.findall(r"^\[(\d+)\][^\n]*\n(?:  (?!text:)[^\n]*\n)*  text: ([^\n]*)",
+                                user, re.M))
+        links = []
+        for n, a, b in re.findall(r"^pair (\d+): \[(\d+)\] \(new\) with \[(\d+)\]", user,
+                                  re.M):
+            first, second = texts[a], texts[b]
+            if {"delayed by" in first, "delayed by" in second} == {True, False} \
+                    and "missed the" in first + second:
+                links.append({
+                    "pair": int(n), "relation": "CAUSE",
+                    "direction": "new_to_old" if "delayed by" in first else "old_to_new",
+                    "reason": "the delay made the user miss the meeting",
+                    "inferred": "It can be inferred that the user's client relationship in "
+                                "Berlin may need repair after the missed meeting."})
+        return Reply.json({"links": links, "concepts": []})
 
-    server.route("It can be inferred", Reply.json({
-        "fact": "It can be inferred that the user's client relationship in Berlin may need "
-                "repair after the missed meeting."}))
-    server.route("Decide how the NEW memory relates", Reply.json({"relation": "independent",
-                                                                  "reason": "different"}))
-    server.handler = lambda request: relations(request) if "CAUSE" in json.dumps(
-        request["messages"]) else Reply.json({"create": False})
+    server.route("New memories were just extracted", Reply.json({"decisions": []}))
+    server.route("New memories were just stored", organize)
+    server.handler = lambda request: Reply.json({"summaries": []})
     await tell(pipeline, "trip2", TRIP)
     await settle(pipeline, "trip2")
     graph = pipeline.deps.store.graph

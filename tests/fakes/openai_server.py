@@ -47,6 +47,7 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str = "stop"
+    headers: tuple[tuple[str, str], ...] = ()  # e.g. (("Retry-After", "1"),) on a 429
 
     @classmethod
     def json(cls, value: Any, **kw: Any) -> Reply:
@@ -305,7 +306,7 @@ class ScriptedOpenAI:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.status != 200:
-            return _error(reply.status, reply.error)
+            return _error(reply.status, reply.error, headers=dict(reply.headers))
         return web.json_response(
             {
                 "id": f"chatcmpl-{len(self.requests)}",
@@ -371,9 +372,11 @@ def _as_reply(answer: Scripted) -> Reply:
     return Reply.json(answer)
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+def _error(status: int, message: str, kind: str = "invalid_request_error",
+           headers: dict[str, str] | None = None) -> web.Response:
     return web.json_response(
-        {"error": {"message": message, "type": kind, "code": None}}, status=status
+        {"error": {"message": message, "type": kind, "code": None}}, status=status,
+        headers=headers,
     )
 
 

@@ -95,8 +95,9 @@ async def test_a_restarted_worker_resumes_the_count_from_the_store() -> None:
     # a new worker (empty memory) takes over the cube: it knows "one" and "two" are paid
     model = CountingModel()
     second = MeteredLLM(model, settings, _clock, graph=graph)
-    assert (await second.run(TASK, Ctx(text="two"))).source == "model"  # redelivered
+    # redelivered: answered from the journal the first worker kept, not asked again
+    assert (await second.run(TASK, Ctx(text="two"))).source == "model"
     assert (await second.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70
     assert (await second.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70
-    assert second.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 2
+    assert second.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 1
     assert await graph.llm_spend("c", "2026-11-24") == second.ledger.calls[("c", "2026-11-24")]

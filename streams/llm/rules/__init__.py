@@ -23,9 +23,12 @@ from memstream.streams.llm.rules import (
     extraction,
     fusion,
     inference,
+    organize,
     relations,
+    review,
     scheduler,
     search,
+    summaries,
     summary,
 )
 from memstream.streams.prompts import aggregate as aggregate_prompt
@@ -33,9 +36,12 @@ from memstream.streams.prompts import conflict as conflict_prompt
 from memstream.streams.prompts import extraction as extraction_prompt
 from memstream.streams.prompts import fusion as fusion_prompt
 from memstream.streams.prompts import inference as inference_prompt
+from memstream.streams.prompts import organize as organize_prompt
 from memstream.streams.prompts import relations as relations_prompt
+from memstream.streams.prompts import review as review_prompt
 from memstream.streams.prompts import scheduler as scheduler_prompt
 from memstream.streams.prompts import search as search_prompt
+from memstream.streams.prompts import summaries as summaries_prompt
 from memstream.streams.prompts import summary as summary_prompt
 
 log = logging.getLogger(__name__)
@@ -48,6 +54,10 @@ STAND_INS: dict[str, Callable[[Any], Any]] = {
     relations_prompt.RELATION_DETECTOR.name: relations.rules,
     inference_prompt.INFERENCE.name: inference.rules,
     aggregate_prompt.AGGREGATE.name: aggregate.rules,
+    # the batched tasks the pipeline asks (one per chunk), built from the per-pair stand-ins
+    review_prompt.REVIEW.name: review.rules,
+    organize_prompt.ORGANIZE.name: organize.rules,
+    summaries_prompt.CLUSTER_SUMMARIES.name: summaries.rules,
     summary_prompt.CLUSTER_SUMMARY.name: summary.rules,
     search_prompt.GOAL_PARSER.name: search.rules_goal,
     search_prompt.REASONER.name: search.rules_reasoner,

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from memstream.streams.llm.port import LLMError
+from memstream.streams.llm.rules import stand_in
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.fusion import FUSION
+from memstream.streams.prompts.review import REVIEW, ReviewContext, ReviewResponse
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
@@ -177,7 +179,12 @@ async def test_a_frozen_memory_is_never_merged(tmp_path: Path) -> None:
 
 
 async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> None:
-    llm = ScriptedLLM({FUSION.name: LLMError(FUSION.name, "model down")})
+    def verdict_only(ctx: ReviewContext) -> ReviewResponse:  # no merged statement given
+        answer = stand_in(REVIEW)(ctx)
+        return ReviewResponse(decisions=[d.model_copy(update={"memory": ""})
+                                         for d in answer.decisions])
+
+    llm = ScriptedLLM({REVIEW.name: verdict_only, FUSION.name: LLMError(FUSION.name, "down")})
     deps = memory_deps(tmp_path, llm=llm)
     await add(deps, item("Alice lives in Berlin.", tags=("alice",)))
     out = await add(deps, item("Alice moved to Lisbon.", day=1, tags=("move",)))
@@ -223,3 +230,49 @@ async def test_an_episode_is_stored_apart_and_linked_to_its_memories(tmp_path: P
     added = {u.node_id: u for u in updates(out, "added")}
     assert added["episode-1"].related_ids == ()
     assert [e.node_ids for e in events_of(out, ReorganizeEvent)] == [("fact-1",)]
+
+
+async def test_a_chunk_cut_by_a_batch_is_reviewed_once_with_its_last_fact(
+    tmp_path: Path,
+) -> None:
+    """Facts of one chunk in two batches: one review and one reorganize event naming all of
+    them, as when the chunk comes whole; the head waits undecided (not searchable)."""
+    from memstream.streams.extraction.logic import extract_chunk
+    from memstream.topics.events import ConversationChunk, Message, Origin
+
+    said = ["I adopted a grey cat named Pixel last spring.",
+            "I run five kilometres along the river every Sunday.",
+            "My sister Ana lives in Porto and teaches chemistry."]
+    chunk = ConversationChunk(user_id=CUBE, session_id="s1", occurred_at=T0, messages=tuple(
+        Message(id=f"m{i}", role="user", content=t, timestamp=T0) for i, t in enumerate(said)))
+    origin = Origin(topic="test.conversations", partition=0, offset=7)
+
+    async def run(split: bool) -> tuple[list[str], list[ReorganizeEvent], list[str]]:
+        llm = ScriptedLLM({})
+        deps = memory_deps(tmp_path / str(split), llm=llm)
+        await add(deps, item("The user adopted a grey cat called Pixel last spring."))
+        items = await extract_chunk(chunk, origin, deps)
+        facts = [i for i in items if i.memory_type != "EpisodicMemory"]
+        assert len(facts) == 3 and all(i.count == 3 for i in facts)
+        cut = [items[:2], items[2:]] if split else [items]
+        out: list[Outgoing] = []
+        for part in cut:
+            out += await sent(await add_memories(records(part), deps))
+            if split and part is cut[0]:  # the head: written, not decided, not announced
+                assert {n.metadata.status for n in await deps.query.get_nodes(
+                    CUBE, [i.id for i in part if i.id and i.memory_type != "EpisodicMemory"])
+                        } == {"generated"}
+                assert not updates(out, "added") or all(
+                    u.node_id not in {f.id for f in facts} for u in updates(out, "added"))
+        decided = sorted(u.node_id or "" for u in events_of(out, MemoryUpdate)
+                         if u.action in ("added", "merged") and u.node_id in
+                         {f.id for f in facts})
+        return llm.calls, events_of(out, ReorganizeEvent), decided
+
+    whole_calls, whole_events, whole_decided = await run(split=False)
+    cut_calls, cut_events, cut_decided = await run(split=True)
+    assert whole_calls.count(REVIEW.name) == cut_calls.count(REVIEW.name) == 1
+    assert [e.node_ids for e in cut_events] == [e.node_ids for e in whole_events]
+    assert [e.event_id for e in cut_events] == [e.event_id for e in whole_events]
+    assert len(whole_events) == 1 and len(whole_events[0].node_ids) == 3
+    assert cut_decided == whole_decided and len(cut_decided) == 3

@@ -1,0 +1,96 @@
+"""Conflict detection for a chunk's new memories with one model call (``prompts.review``).
+
+Candidates: activated facts of the same type, most similar first, above the conflict
+threshold, never about a different subject, never a fact of the same chunk (so the question
+does not depend on how the chunk's items were batched). The judge's verdicts and the fused
+statements of the whole chunk come back in one answer. If the call fails, similarity
+decides per node (a best candidate at or above the merge threshold is taken as redundant).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memstream.streams.core.merge import FACTS, statement_of
+from memstream.streams.llm.port import LLMError
+from memstream.streams.prompts.conflict import Relation
+from memstream.streams.prompts.fusion import FusionResponse
+from memstream.streams.prompts.review import REVIEW, Candidate, ReviewContext, ReviewItem
+from memstream.streams.runtime.stage import Deps
+from memstream.streams.text.subjects import different_subjects
+from memstream.topics.models import MemoryItem
+
+log = logging.getLogger("memstream.merge")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The candidate a new node repeats or contradicts, and the statement replacing both."""
+
+    candidate: MemoryItem
+    score: float
+    relation: Relation
+    reason: str
+    fused: FusionResponse | None
+
+
+def chunk_of(node: MemoryItem) -> str | None:
+    """The episode a fact was extracted with (its chunk), if it has one."""
+    return next((ref.memory_id for ref in node.metadata.sources
+                 if ref.kind == "memory" and ref.memory_id), None)
+
+
+async def candidates(node: MemoryItem, vector: Sequence[float], deps: Deps,
+                     siblings: frozenset[str]) -> list[tuple[MemoryItem, float]]:
+    """Stored activated facts that may repeat or contradict ``node``, most similar first."""
+    cfg = deps.settings.memory
+    md = node.metadata
+    chunk = chunk_of(node)
+    hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(siblings),
+                                   memory_types=[md.memory_type], filters=FACTS)
+    found: list[tuple[MemoryItem, float]] = []
+    for cand, score in hits:
+        if score < cfg.conflict_threshold:
+            break
+        if cand.id == node.id or cand.id in siblings or (chunk and chunk_of(cand) == chunk):
+            continue
+        if different_subjects(cand.memory, node.memory, cand.metadata.entities, md.entities):
+            continue
+        found.append((cand, score))
+    return found[: cfg.conflict_candidates]
+
+
+async def review(nodes: Sequence[tuple[MemoryItem, Sequence[float]]],
+                 deps: Deps) -> dict[str, Verdict | None]:
+    """Each node's verdict (None: independent of every candidate), one call for all."""
+    siblings = frozenset(n.id for n, _ in nodes)
+    found = {n.id: await candidates(n, v, deps, siblings) for n, v in nodes}
+    asked = [n for n, _ in nodes if found[n.id]]
+    out: dict[str, Verdict | None] = dict.fromkeys(siblings)
+    if not asked:
+        return out
+    cfg = deps.settings.memory
+    ctx = ReviewContext(merge_threshold=cfg.merge_threshold, items=[
+        ReviewItem(new=statement_of(n), candidates=[
+            Candidate(statement=statement_of(c), similarity=max(-1.0, min(1.0, s)))
+            for c, s in found[n.id]]) for n in asked])
+    try:
+        answer = await deps.llm.run(REVIEW, ctx)
+    except LLMError as exc:
+        log.warning("merge review failed, similarity decides: %s", exc)
+        for n in asked:
+            best, score = found[n.id][0]
+            if score >= cfg.merge_threshold:
+                out[n.id] = Verdict(best, score, "redundant",
+                                    f"judge failed ({exc.task}); similarity {score:.3f} decided",
+                                    None)
+        return out
+    for i, n in enumerate(asked):
+        decision = answer.decision_for(i, len(found[n.id]))
+        if decision is not None and decision.candidate is not None:
+            cand, score = found[n.id][decision.candidate]
+            out[n.id] = Verdict(cand, score, decision.relation, decision.reason,
+                                decision.fused())
+    return out

@@ -1,0 +1,28 @@
+"""The ``rules`` stand-in for ``streams.prompts.review``: the judge's and fusion's stand-ins,
+candidate by candidate (most similar first), as the per-pair calls answered."""
+
+from __future__ import annotations
+
+from memstream.streams.llm.rules.conflict import rules as judge_rules
+from memstream.streams.llm.rules.fusion import rules as fusion_rules
+from memstream.streams.prompts.conflict import JudgeContext
+from memstream.streams.prompts.fusion import FusionContext
+from memstream.streams.prompts.review import Decision, ReviewContext, ReviewResponse
+
+
+def rules(ctx: ReviewContext) -> ReviewResponse:
+    decisions: list[Decision] = []
+    for i, item in enumerate(ctx.items):
+        for j, cand in enumerate(item.candidates):
+            verdict = judge_rules(JudgeContext(
+                existing=cand.statement, new=item.new, similarity=cand.similarity,
+                merge_threshold=ctx.merge_threshold))
+            if verdict.relation == "independent":
+                continue
+            fused = fusion_rules(FusionContext(existing=cand.statement, new=item.new,
+                                               relation=verdict.relation))
+            decisions.append(Decision(item=i, candidate=j, relation=verdict.relation,
+                                      reason=verdict.reason, memory=fused.memory,
+                                      key=fused.key, tags=fused.tags))
+            break
+    return ReviewResponse(decisions=decisions)
