@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from memstream.cli.counts import added_since, mark
 from memstream.cli.errors import InputError, validation_line
 from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
@@ -177,6 +178,7 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
     async with MemoryClient(settings) as client:
         before = await count_memories(client, user_id, cube, include_inactive=True) \
             if wait else 0
+        marks = await mark(client) if wait else {}
         with Progress(*columns, console=console, transient=True) as progress:
             sent = progress.add_task("published", total=len(chunks))
             tokens: list[WriteToken] = []
@@ -190,13 +192,13 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
                     progress.advance(done)
         after = await count_memories(client, user_id, cube, include_inactive=True) \
             if wait else 0
+        added = await added_since(client, marks, cube) if after > before else None
     total = sum(len(c.messages) for c in chunks)
     sent_line = f"{plural(total, 'message')} in {plural(len(chunks), 'chunk')}"
     if not wait:
         console.print(f"published {sent_line} to cube '{cube}' (not waiting for extraction)")
-    elif after > before:
-        console.print(f"added {sent_line} to cube '{cube}': "
-                      f"{plural(after - before, 'new memory', 'new memories')}")
+    elif added is not None:
+        console.print(f"added {sent_line} to cube '{cube}': {added.describe()}")
     else:
         console.print(f"nothing new: the {sent_line} were already in cube '{cube}' "
                       "(no memory added)")
@@ -212,6 +214,7 @@ async def _add_document(settings: Settings, console: Console, text: str, name: s
     check_encoded(CONVERSATIONS.encode(chunk), settings.limits, "document")
     async with MemoryClient(settings) as client:
         before = await count_memories(client, user_id, cube, True) if wait else 0
+        marks = await mark(client) if wait else {}
         token = await client.publish(CONVERSATIONS, chunk)
         if not wait:
             console.print(f"published document '{name}' ({plural(len(text), 'character')}) "
@@ -220,9 +223,9 @@ async def _add_document(settings: Settings, console: Console, text: str, name: s
         with console.status("extracting the document…"):
             await client.wait_applied(token, timeout=600)
         after = await count_memories(client, user_id, cube, True)
-    if after > before:
-        console.print(f"added document '{name}' to cube '{cube}': "
-                      f"{plural(after - before, 'new memory', 'new memories')}")
+        added = await added_since(client, marks, cube) if after > before else None
+    if added is not None:
+        console.print(f"added document '{name}' to cube '{cube}': {added.describe()}")
     else:
         console.print(f"nothing new: document '{name}' was already in cube '{cube}'")
 

@@ -318,3 +318,10 @@ def one_line(value: Any) -> Any:
 def clean_tag_list(value: Any) -> Any:
     """For answer models: ``clean_strings``, with a missing list read as empty."""
     return [] if value is None else clean_strings(value)
+
+
+def repeats_a_member(value: str, members: Iterable[str]) -> bool:
+    """A summary that is one member's statement word for word adds a copy, not a concept
+    (the extractive ``rules`` summary of a small cluster quotes only its central member)."""
+    said = statement(value).casefold()
+    return any(statement(m).casefold() == said for m in members)

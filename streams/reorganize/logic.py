@@ -20,7 +20,7 @@ from memstream.streams.core.merge import apply, resolve
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.aggregate import AGGREGATE, AggregateContext
 from memstream.streams.prompts.inference import INFERENCE, InferenceContext, novel_fact
-from memstream.streams.prompts.members import MemberNote, is_generic
+from memstream.streams.prompts.members import MemberNote, is_generic, repeats_a_member
 from memstream.streams.prompts.relations import (
     RELATION_DETECTOR,
     RelationContext,
@@ -202,7 +202,8 @@ async def aggregate(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list
         except LLMError as exc:
             log.warning("aggregation failed: %s", exc)
             return []
-        if not answer.create or not answer.value:
+        if not answer.create or not answer.value or repeats_a_member(
+                answer.value, (m.memory for m in members)):
             return []
     if existing is None:
         existing = MemoryItem(id=concept_id, memory=answer.value, metadata=MemoryMetadata(

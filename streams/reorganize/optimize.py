@@ -20,7 +20,7 @@ import numpy as np
 
 from memstream.streams import metering
 from memstream.streams.llm.port import LLMError
-from memstream.streams.prompts.members import MemberNote
+from memstream.streams.prompts.members import MemberNote, repeats_a_member
 from memstream.streams.prompts.summary import CLUSTER_SUMMARY, SummaryContext, SummaryResponse
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import (
@@ -98,6 +98,9 @@ async def _summary(deps: Deps, scope: Scope, members: Sequence[MemoryItem],
         answer: SummaryResponse = await deps.llm.run(CLUSTER_SUMMARY, ctx)
     except LLMError as exc:
         log.warning("summary of %d nodes failed: %s", len(members), exc)
+        return None
+    if repeats_a_member(answer.value, (m.memory for m in members)):
+        log.debug("summary of %d nodes repeats one of them: not written", len(members))
         return None
     stamp = at  # the position of the run: later runs know this parent is older than them
     return MemoryItem(id=node_id, memory=answer.value, metadata=MemoryMetadata(

@@ -259,11 +259,38 @@ def tags_for(text: str, *, limit: int = 4) -> list[str]:
         case "ko":
             return spaced_terms(text)[:limit]
         case "latin":
-            return [w.lower() for w in en_content_words(text)][:limit]
+            return [w.lower() for w in en_content_words(text)
+                    if w.lower() not in _EN_NOT_TAGS][:limit]
 
 
+# Words that say nothing about what a statement is about: calendar names (a date is not a
+# topic: "May 14" made the tag "may"), and common adjectives, adverbs and light verbs.
+_EN_NOT_TAGS = frozenset(words_of("""
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday weekend weekends
+    small big large little light heavy good bad great nice new old best better
+    worse worst easy hard quick quickly slow fast long short high low full whole real true
+    right wrong different same few first second third fine free busy ready sure happy glad
+    take takes took taken taking give gives gave given put puts keep keeps kept try tries
+    tried use uses used start starts started finish finishes finished come comes came see
+    sees saw seen look looks looked let lets call calls called find finds found bring brings
+    brought able
+"""))
 _TITLE_SKIP_LEAD = frozenset(words_of("i i'm i've i'd i'll my we we're we've our me am are"))
 _TITLE_WORDS = 5
+_TITLE_EXTRA_WORDS = 2
+# Words that open a new clause, or a new phrase: a title ends before them, never on them.
+_CLAUSE_BREAKS = frozenset(words_of("""
+    and or but nor so yet because since when while where whenever if unless although though
+    that which who whom whose
+"""))
+_PHRASE_BREAKS = _CLAUSE_BREAKS | frozenset(words_of("""
+    as than then with without for to of in on at by from into onto about after before during
+    until till i i'm you he she we they it me him her us them my your his our their is are
+    was were am be been being have has had do does did will would can could should shall
+    must might not no
+"""))
+_ARTICLES = frozenset(words_of("a an the this that these those"))
 _TITLE_CJK_CHARS = 12
 
 
@@ -288,15 +315,23 @@ def short_title(text: str, tags: Sequence[str] = (), script: Script | None = Non
 
 
 def _latin_title(text: str) -> str:
-    clause = re.split(r"[,;:—()\[\]]| - ", text, maxsplit=1)[0]
+    clause = re.split(r"[,;:—()\[\]]| - |(?<=[.!?])\s", text.strip(), maxsplit=1)[0]
     words = [w.strip("'-") for w in clause.replace("\u2019", "'").split()]
     words = [w.strip(".!?…\"") for w in words]
     words = [w for w in words if w]
     while words and words[0].lower() in _TITLE_SKIP_LEAD:
         words = words[1:]
-    phrase = words[:_TITLE_WORDS]
-    stop = EN_STOPWORDS | OTHER_STOPWORDS
-    while phrase and phrase[-1].lower() in stop:
+    phrase: list[str] = []
+    for word in words:
+        low = word.lower()
+        if len(phrase) >= 2 and low in _CLAUSE_BREAKS:
+            break  # "love seafood but I'm allergic": the title is the first clause
+        if len(phrase) >= _TITLE_WORDS and (
+                low in _PHRASE_BREAKS or phrase[-1].lower() in _PHRASE_BREAKS
+                or len(phrase) >= _TITLE_WORDS + _TITLE_EXTRA_WORDS):
+            break  # past five words only to finish a phrase ("in the early morning")
+        phrase.append(word)
+    while phrase and phrase[-1].lower() in _PHRASE_BREAKS | _ARTICLES:
         phrase = phrase[:-1]
     return " ".join(phrase or words[:_TITLE_WORDS])
 

@@ -87,3 +87,23 @@ async def test_rules_summaries_are_verbatim_and_never_enter_working_memory(
     await p.client.wait_applied(await p.client.command(cmd))
     working = await p.client.working_memory(cube)
     assert [w.metadata.origin_id for w in working] == [fact_id]
+
+
+async def test_a_rules_concept_that_would_repeat_one_fact_is_not_written(roomy: Pipeline) -> None:
+    """Issue #27.5: a cluster of two gets an extractive summary quoting one member — a copy
+    of that fact typed LongTermMemory. Rules mode writes no such node; larger groups still
+    get theirs."""
+    p, cube = roomy, "no-copies"
+    await tell(p, cube, TRAVEL[:2], session="lisbon")
+    await settle(p, cube)
+    nodes = await p.deps.store.graph.all_of_type(cube, "LongTermMemory")
+    facts = {n.memory for n in nodes if not n.metadata.is_derived}
+    assert len(facts) == 2
+    copies = [n.memory for n in derived(nodes) if n.memory in facts]
+    assert copies == []
+    await tell(p, cube, COOKING, session="kitchen")
+    await settle(p, cube)
+    nodes = await p.deps.store.graph.all_of_type(cube, "LongTermMemory")
+    facts = {n.memory for n in nodes if not n.metadata.is_derived}
+    assert derived(nodes)
+    assert [n.memory for n in derived(nodes) if n.memory in facts] == []

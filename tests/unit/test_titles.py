@@ -30,3 +30,24 @@ def test_fallback_key_and_the_add_stage_default_key_agree() -> None:
 def test_japanese_and_korean_titles_keep_their_script() -> None:
     assert short_title("私は毎朝コーヒーを飲みます。") == "私は毎朝コーヒーを飲みます"
     assert short_title("저는 서울에 살아요.") == "저는 서울에 살아요"
+
+
+def test_english_titles_end_on_a_whole_phrase_not_a_fragment() -> None:
+    """Issue #27.9: the demo's keys were fragments ("prefer working in the early")."""
+    assert short_title("I prefer working in the early morning when the office is quiet.") \
+        == "prefer working in the early morning"
+    assert short_title("I love seafood but I'm allergic to shellfish.") == "love seafood"
+    assert short_title("We booked a flight for May 14 and a small hotel in Alfama.") \
+        == "booked a flight for May 14"
+    assert short_title("The user likes coffee. The user likes jazz music.") \
+        == "The user likes coffee"
+
+
+def test_tags_leave_out_dates_and_words_that_name_no_topic() -> None:
+    """Issue #27.9: the demo's tags included "small", "may" and "light"."""
+    from memstream.streams.text.words import tags_for
+
+    tags = tags_for("We booked a flight for May 14 and a small hotel in Alfama.")
+    assert not {"may", "small"} & set(tags) and {"flight", "hotel"} <= set(tags)
+    assert "light" not in tags_for("I usually travel light.")
+    assert "friday" not in tags_for("I have to finish the quarterly report by Friday.")

@@ -147,6 +147,14 @@ def find_en(text: str, today: date) -> list[DateSpan]:
                                                               -_en_count(m[1]))),
         (rf"\bin {_EN_COUNT} {_EN_UNIT}(?: time)?\b", lambda m: _shift(today, m[2].lower(),
                                                                        _en_count(m[1]))),
+        # a deadline names the coming weekday ("by Friday": the next Friday, today if it is one)
+        (r"\b(?:by|until|till|before) (" + "|".join(_WEEKDAYS) + r")\b",
+         lambda m: (_coming(today, _WEEKDAYS.index(m[1].lower())), "day")),
+        # a day of a month without its year ("May 14", "14th of May")
+        (rf"\b({_MONTH_NAMES})\.? (\d{{1,2}})(?:st|nd|rd|th)?\b(?!,? ?\d{{4}})(?!:)",
+         lambda m: _month_day(today, m[1], m[2])),
+        (rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_NAMES})\b(?!,? ?\d{{4}})",
+         lambda m: _month_day(today, m[2], m[1])),
     ]
     spans = _scan(text, rules, re.IGNORECASE)
     # "yesterday's dinner": the label goes after the possessive, not inside the word.
@@ -155,6 +163,33 @@ def find_en(text: str, today: date) -> list[DateSpan]:
         if text[s.end : s.end + 2] in ("'s", "\u2019s") else s
         for s in spans
     ]
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MONTH_NAMES = "|".join(_MONTHS) + "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
+
+
+def _coming(today: date, weekday: int) -> date:
+    return today + timedelta(days=(weekday - today.weekday()) % 7)
+
+
+def _month_day(today: date, month_name: str, day_raw: str) -> tuple[date, Precision] | None:
+    """The occurrence of that day nearest the message (a flight "for May 14" booked in April
+    is this year's; "on December 30" said on January 2 is last year's)."""
+    if month_name in ("may", "march"):
+        return None  # the verbs ("I may 2 …"): only the capitalised names are months here
+    low = month_name.lower()
+    month = next(i for i, name in enumerate(_MONTHS, start=1) if name.startswith(low[:3]))
+    candidates = []
+    for year in (today.year - 1, today.year, today.year + 1):
+        try:
+            candidates.append(date(year, month, int(day_raw)))
+        except ValueError:
+            continue
+    if not candidates:
+        return None  # "February 30": not a date
+    return min(candidates, key=lambda d: (abs((d - today).days), d < today)), "day"
 
 
 def _weekday(today: date, which: str, weekday: int) -> date:

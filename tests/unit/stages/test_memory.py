@@ -97,8 +97,31 @@ async def test_the_same_item_twice_in_one_batch_is_one_node(tmp_path: Path) -> N
     assert len(await stored(deps)) == 1 and len(updates(out, "added")) == 1
 
 
-async def test_a_newer_contradicting_statement_archives_the_older(tmp_path: Path) -> None:
+async def test_without_a_model_a_contradiction_is_a_conflict_edge_both_kept(
+    tmp_path: Path,
+) -> None:
+    """SPEC §9: the rules judge's contradiction is a guess; nothing is archived on it."""
     deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin."))
+    out = await add(deps, item("Alice moved to Lisbon.", day=1))
+    active = await stored(deps, status="activated")
+    assert sorted(n.memory for n in active) == ["Alice lives in Berlin.", "Alice moved to Lisbon."]
+    assert not await stored(deps, status="archived")
+    new = next(n for n in active if "Lisbon" in n.memory)
+    old = next(n for n in active if "Berlin" in n.memory)
+    (edge,) = await deps.query.edges_of(CUBE, new.id, ["CONFLICT"], "out")
+    assert edge.target == old.id and "suspected contradiction" in edge.reason
+    assert not updates(out, "merged") and not updates(out, "archived")
+    (linked,) = updates(out, "linked")
+    assert linked.node_id == new.id and linked.related_ids == (old.id,)
+    working = await stored(deps, "WorkingMemory")
+    assert sorted(w.metadata.origin_id or "" for w in working) == sorted([new.id, old.id])
+
+
+async def test_with_a_model_a_newer_contradicting_statement_archives_the_older(
+    tmp_path: Path,
+) -> None:
+    deps = memory_deps(tmp_path, llm=ScriptedLLM({}))  # a model that answers as rules would
     await add(deps, item("Alice lives in Berlin."))
     out = await add(deps, item("Alice moved to Lisbon.", day=1))
     (active,) = await stored(deps, status="activated")

@@ -314,7 +314,7 @@ async def test_a_retried_batch_runs_and_announces_its_optimization_again(
     from memstream.streams.runtime.stage import StageStats
 
     deps = memory_deps(tmp_path)
-    earlier = await remember(deps, CUBE, *SUBJECTS["food"][:4], at=T0)
+    earlier = await remember(deps, CUBE, *SUBJECTS["food"][:8], at=T0)
     interval = deps.settings.reorganize.optimize_interval_s
     later = await remember(deps, CUBE, "I bought a kayak.", "I paddle on Sundays.",
                            at=T0 + timedelta(seconds=3 * interval))
@@ -336,7 +336,7 @@ async def test_a_retried_batch_runs_and_announces_its_optimization_again(
                  if u.stage == "optimizer" and u.action == "added"]
     assert summaries, "the retry did not run the optimization the failed attempt had placed"
     uninterrupted = memory_deps(tmp_path / "again")
-    await remember(uninterrupted, CUBE, *SUBJECTS["food"][:4], at=T0)
+    await remember(uninterrupted, CUBE, *SUBJECTS["food"][:8], at=T0)
     await remember(uninterrupted, CUBE, "I bought a kayak.", "I paddle on Sundays.",
                    at=T0 + timedelta(seconds=3 * interval))
     once = await Processor(None, uninterrupted, StageStats(), None).logic(  # type: ignore[arg-type]
