@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import bench_settings  # noqa: E402
 
-from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import DumpCube, MemoryUpdate  # noqa: E402
