@@ -77,7 +77,7 @@ from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
 from memstream.topics.signing import Signer
-from memstream.topics.workers import WorkerProbe
+from memstream.topics.workers import GroupMembers, WorkerProbe
 
 log = logging.getLogger("memstream.client")
 
@@ -327,6 +327,13 @@ class MemoryClient:
                                      error.message if error else "unknown error")
         return reply
 
+    async def request_workers(self) -> GroupMembers | None:
+        """The live members of the group that answers requests (None: the broker did not
+        say): whether any worker is there to answer, or to index the log."""
+        if self._probe is None:
+            self._probe = WorkerProbe(self.bootstrap, consumer_group(self.settings, REQUESTS))
+        return await self._probe.members()
+
     async def _answer(self, future: asyncio.Future[Reply]) -> Reply:
         """The reply; when it is late, whether any worker is there to send it: none (after
         a second look, a worker may be joining) fails at once instead of at the timeout."""
@@ -334,9 +341,7 @@ class MemoryClient:
             done, _ = await asyncio.wait({future}, timeout=wait)
             if done:
                 return future.result()
-            if self._probe is None:
-                self._probe = WorkerProbe(self.bootstrap, consumer_group(self.settings, REQUESTS))
-            members = await self._probe.members()
+            members = await self.request_workers()
             if members is None or members.live:
                 return await future
         assert members is not None  # noqa: S101 - the loop returned otherwise
