@@ -570,17 +570,26 @@ class MemoryClient:
     async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
         """Every change of a memory, oldest first, each with the event that caused it.
         (``history`` reads a topic; this reads one memory's story.)"""
-        return await provenance_read.memory_history(self, node_id, cube_id)
+        try:
+            return await provenance_read.memory_history(self, node_id, cube_id)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
         ``memory.updates``."""
-        return await provenance_read.cube_as_of(self, cube_id, at)
+        try:
+            return await provenance_read.cube_as_of(self, cube_id, at)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the
         merges and inferences that led to it."""
-        return await provenance_read.explain(self, node_id, cube_id)
+        try:
+            return await provenance_read.explain(self, node_id, cube_id)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     # ------------------------------------------------------------------ read-your-writes
 

@@ -66,6 +66,10 @@ class AmbiguousId(ValueError):
     """An id prefix that matches more than one memory."""
 
 
+class NoWorker(RuntimeError):
+    """No worker runs to index the log (the client raises it as a ``ClientError``)."""
+
+
 # ------------------------------------------------------------------------ the index
 
 
@@ -143,10 +147,8 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
             asked = True  # behind for a while: is any worker there to index?
             members = await client.request_workers()
             if members is not None and not members.live:
-                from memstream.topics.client import ClientError
-
-                raise ClientError(f"no worker is running to index the log: "
-                                  f"{members.describe()}; start one with `memstream up`")
+                raise NoWorker(f"no worker is running to index the log: "
+                               f"{members.describe()}; start one with `memstream up`")
         if time.monotonic() > deadline:
             tp, missing = behind[0]
             raise NodeNotFound(
