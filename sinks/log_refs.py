@@ -43,6 +43,9 @@ OF_TOPIC = f"MATCH (x:LogRef {{cube_id: $cube_id}}) WHERE x.topic = $topic RETUR
 OF_TOPIC_NODE_LESS = f"MATCH (x:LogRef {{cube_id: $cube_id}}) WHERE x.topic = $topic " \
                      f"AND coalesce(x.node_id, '') = '' RETURN {_FIELDS}"
 
+DROP_CUBE = ("MATCH (x:LogRef {cube_id: $cube_id}) WITH x LIMIT 5000 DELETE x "
+             "RETURN count(*) AS deleted")
+
 NEO4J_SCHEMA = (
     ("log_ref_key", "CREATE CONSTRAINT log_ref_key IF NOT EXISTS "
                     "FOR (n:LogRef) REQUIRE n.ref_key IS UNIQUE"),
@@ -96,6 +99,15 @@ class CypherLogRefs:
         for start in range(0, len(rows), 500):
             await self._write(ADD, {"rows": rows[start:start + 500]})
 
+    async def drop_log_refs(self, cube_id: str) -> int:
+        dropped = 0
+        while True:
+            rows = await self._write(DROP_CUBE, {"cube_id": cube_id})
+            deleted = int(rows[0]["deleted"]) if rows else 0
+            dropped += deleted
+            if deleted == 0:
+                return dropped
+
     async def log_refs(self, query: LogRefQuery) -> list[LogRef]:
         text, params = statement(query)
         refs = [from_row(r) for r in await self._read(text, params)]
@@ -111,6 +123,13 @@ class InMemoryLogRefs:
         held = self.__dict__.setdefault("_log_refs", {})
         for ref in refs:
             held.setdefault(ref.key, ref)
+
+    async def drop_log_refs(self, cube_id: str) -> int:
+        held: dict[str, LogRef] = self.__dict__.setdefault("_log_refs", {})
+        gone = [k for k, r in held.items() if r.cube_id == cube_id]
+        for key in gone:
+            del held[key]
+        return len(gone)
 
     async def log_refs(self, query: LogRefQuery) -> list[LogRef]:
         held: dict[str, LogRef] = self.__dict__.setdefault("_log_refs", {})

@@ -241,6 +241,10 @@ class GraphStore(Protocol):
         """Record where records of a cube sit in the log (kept once per ref; no text)."""
         ...
 
+    async def drop_log_refs(self, cube_id: str) -> int:
+        """Forget where the cube's records sit (its erasure); returns how many refs."""
+        ...
+
     async def log_refs(self, query: LogRefQuery) -> list[LogRef]:
         """The refs answering ``query``, in log order (a prefix query: matching node ids)."""
         ...

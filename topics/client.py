@@ -77,7 +77,7 @@ from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
 from memstream.topics.signing import Signer
-from memstream.topics.workers import WorkerProbe
+from memstream.topics.workers import GroupMembers, WorkerProbe
 
 log = logging.getLogger("memstream.client")
 
@@ -327,6 +327,13 @@ class MemoryClient:
                                      error.message if error else "unknown error")
         return reply
 
+    async def request_workers(self) -> GroupMembers | None:
+        """The live members of the group that answers requests (None: the broker did not
+        say): whether any worker is there to answer, or to index the log."""
+        if self._probe is None:
+            self._probe = WorkerProbe(self.bootstrap, consumer_group(self.settings, REQUESTS))
+        return await self._probe.members()
+
     async def _answer(self, future: asyncio.Future[Reply]) -> Reply:
         """The reply; when it is late, whether any worker is there to send it: none (after
         a second look, a worker may be joining) fails at once instead of at the timeout."""
@@ -334,9 +341,7 @@ class MemoryClient:
             done, _ = await asyncio.wait({future}, timeout=wait)
             if done:
                 return future.result()
-            if self._probe is None:
-                self._probe = WorkerProbe(self.bootstrap, consumer_group(self.settings, REQUESTS))
-            members = await self._probe.members()
+            members = await self.request_workers()
             if members is None or members.live:
                 return await future
         assert members is not None  # noqa: S101 - the loop returned otherwise
@@ -565,17 +570,26 @@ class MemoryClient:
     async def memory_history(self, node_id: str, cube_id: str | None = None) -> list[Change]:
         """Every change of a memory, oldest first, each with the event that caused it.
         (``history`` reads a topic; this reads one memory's story.)"""
-        return await provenance_read.memory_history(self, node_id, cube_id)
+        try:
+            return await provenance_read.memory_history(self, node_id, cube_id)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
         ``memory.updates``."""
-        return await provenance_read.cube_as_of(self, cube_id, at)
+        try:
+            return await provenance_read.cube_as_of(self, cube_id, at)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the
         merges and inferences that led to it."""
-        return await provenance_read.explain(self, node_id, cube_id)
+        try:
+            return await provenance_read.explain(self, node_id, cube_id)
+        except provenance_read.NoWorker as exc:
+            raise ClientError(str(exc)) from exc
 
     # ------------------------------------------------------------------ read-your-writes
 

@@ -57,12 +57,17 @@ log = logging.getLogger("memstream.provenance")
 
 MIN_PREFIX = 8
 INDEX_WAIT_S = 60.0  # how long a call waits for the indexer to pass the log's end
+NO_WORKER_LOOK_S = 1.0  # behind this long: ask whether any worker runs at all
 _FETCH_BYTES = 256 * 1024  # one fetch: enough for a run of records, little of others'
 _GAP = 64  # wanted offsets closer than this are read through rather than sought
 
 
 class AmbiguousId(ValueError):
     """An id prefix that matches more than one memory."""
+
+
+class NoWorker(RuntimeError):
+    """No worker runs to index the log (the client raises it as a ``ClientError``)."""
 
 
 # ------------------------------------------------------------------------ the index
@@ -127,8 +132,10 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
                 parts = [partition_of(cube_id, len(parts))]
             tps += [TopicPartition(name, p) for p in parts]
         ends = await consumer.end_offsets(tps)
-    deadline = time.monotonic() + INDEX_WAIT_S
+    started = time.monotonic()
+    deadline = started + INDEX_WAIT_S
     pending = [tp for tp in tps if ends[tp] > 0]
+    asked = False
     while pending:
         async with readers.lock:
             done = await asyncio.gather(*(consumer.committed(tp) for tp in pending))
@@ -136,6 +143,12 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
                   if (c or 0) < ends[tp]]
         if not behind:
             return
+        if not asked and time.monotonic() - started > NO_WORKER_LOOK_S:
+            asked = True  # behind for a while: is any worker there to index?
+            members = await client.request_workers()
+            if members is not None and not members.live:
+                raise NoWorker(f"no worker is running to index the log: "
+                               f"{members.describe()}; start one with `memstream up`")
         if time.monotonic() > deadline:
             tp, missing = behind[0]
             raise NodeNotFound(

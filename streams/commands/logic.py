@@ -115,6 +115,9 @@ async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
     await purge_deleted(deps.store, cmd.cube_id)  # and out of the stores' files
     # Last: the cube's records in every topic (and its scheduler state) become unreadable.
     shredded = destroy_key(cmd.cube_id)
+    # where its records sat in the log: unreadable now, so no reader needs them (and the
+    # indexer, unable to open them any more, adds none back)
+    await deps.store.graph.drop_log_refs(cmd.cube_id)
     log_note = ", its data key destroyed" if shredded else ""
     return [_update(cmd, deps, "deleted", None,
                     reason=f"cube erased: {nodes} nodes, {vectors} vectors{log_note}")]

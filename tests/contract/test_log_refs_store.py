@@ -45,3 +45,7 @@ async def test_log_refs_round_trip(graph_store: GraphStore, cube: str) -> None:
     one = await graph_store.log_refs(LogRefQuery(node_prefix=f"{cube}-node-0002"))
     assert [(r.cube_id, r.node_id) for r in one] == [(cube, twin)]
     assert not any((await graph_store.count_by_type(cube, status=None)).values())
+    assert await graph_store.drop_log_refs(cube) == 5  # the cube's erasure
+    assert await graph_store.log_refs(LogRefQuery(node_id=node)) == []
+    assert await graph_store.log_refs(LogRefQuery(cube_id=other, topic="memory.updates")) == [
+        refs[5]]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream.topics.events import ExtractedMemory, MemoryUpdate
+from memstream.topics.events import DeleteCube, ExtractedMemory, MemoryUpdate
+from memstream.topics.log_index import LogRefQuery
 from memstream.topics.models import MemoryItem
 from memstream.topics.provenance import NodeNotFound
 from memstream.topics.provenance_read import AmbiguousId
@@ -108,6 +109,15 @@ async def test_history_explain_and_as_of_read_sealed_records(sealed: Pipeline,
     assert done.code == 0 and short in done.out and "archived" in done.out, done.text
     done = await run_cli(env, "get", short, "--user", CUBE)
     assert done.code == 0 and archived.id in done.out, done.text
+
+    # erased: the index forgets where the cube's records sat, and nothing can be read back
+    await client.wait_applied(await client.command(DeleteCube(user_id=CUBE)), timeout=60)
+    with pytest.raises(NodeNotFound):
+        await client.memory_history(archived.id, CUBE)
+    left = await p.deps.store.graph.log_refs(LogRefQuery(cube_id=CUBE, node_id=archived.id))
+    assert left == []
+    assert [c.update.action for c in await client.memory_history(
+        [n.id for n in await stored(p, "noise")][0], "noise")][:1] == ["added"]  # untouched
 
 
 async def test_an_ambiguous_id_prefix_is_refused_with_a_clear_error(sealed: Pipeline) -> None:

@@ -118,3 +118,10 @@ async def test_a_request_no_worker_answers_fails_within_five_seconds_naming_the_
                                r"members; start one with `memstream up`"):
                 await call()
             assert time.monotonic() - started < 5
+        # provenance waits for the worker's index of the log: with none running, it says so
+        await client.add_memories("nobody", ["The user likes kites."])
+        started = time.monotonic()
+        with pytest.raises(ClientError, match=r"no worker is running to index the log: the "
+                           r"consumer group '.*-requests' that answers requests has no members"):
+            await client.memory_history("0123456789abcdef", "nobody")
+        assert time.monotonic() - started < 5
