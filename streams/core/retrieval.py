@@ -16,6 +16,7 @@ import numpy as np
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
 from memstream.streams.core.filters import names_status, parse_search_filter
+from memstream.streams.core.turn_ranking import message_ids, rank_windows, to_scored
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.search import (
     GOAL_PARSER,
@@ -124,10 +125,12 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
 async def recall(
     req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
     vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
+    skip_episodes: bool = False,
 ) -> Candidates:
     """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
-    already under way)."""
-    types = requested_types(req.memory_type)
+    already under way; ``skip_episodes``: turn ranking finds them)."""
+    types = tuple(t for t in requested_types(req.memory_type)
+                  if not (skip_episodes and t == "EpisodicMemory"))
     stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
     # Working memory holds at most its capacity, so a vector search with a pool at least that
@@ -310,6 +313,25 @@ def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[
     return out
 
 
+async def with_turns(
+    deps: Deps, req: SearchRequest, query_vec: np.ndarray, filters: Sequence[Filter],
+    others: list[ScoredMemory], want: int,
+) -> list[ScoredMemory]:
+    """The excerpts of turn ranking merged with the other memories by score. A statement
+    extracted from an episode's turn is that turn's to rank (and to return, with its
+    excerpt), so it never competes with it as a second hit."""
+    windows, index = await rank_windows(deps, req.cube_id, req.query, query_vec, filters, want)
+    hits = [to_scored(w, index) for w in windows]
+    weight = deps.settings.search.other_weight
+    for s in others:
+        ids = message_ids(s.item)
+        if ids and all(i in index.turns_of_message for i in ids):
+            continue
+        hits.append(s.model_copy(update={"score": round(s.score * weight, 4)}))
+    hits.sort(key=lambda s: -s.score)
+    return hits[:want]
+
+
 async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
     """The memories answering ``req``, best first, and the mode actually used."""
     filters = parse_search_filter(req.search_filter)
@@ -324,15 +346,18 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         vectors = [query_vec]
         if extra:
             vectors.extend(await deps.embedder.embed_queries(extra))
+        turns = deps.settings.search.turn_ranking and \
+            "EpisodicMemory" in requested_types(req.memory_type)
         candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
-                                  keyed if goal.mode_used == "fast" else None)
+                                  keyed if goal.mode_used == "fast" else None, turns)
         ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+        want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
+        found = await materialize(req, deps, ranked, candidates, filters, want)
+        if turns:
+            found = await with_turns(deps, req, query_vec, filters, found, want)
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
-            shortlist = await materialize(req, deps, ranked, candidates, filters,
-                                          max(req.top_k * 2, 10))
-            return dedupe(await reason(req, deps, shortlist))[: req.top_k], goal.mode_used
-        return (await materialize(req, deps, ranked, candidates, filters, req.top_k),
-                goal.mode_used)
+            found = dedupe(await reason(req, deps, found))
+        return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:
