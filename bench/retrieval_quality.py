@@ -52,7 +52,9 @@ from rq_baselines import (  # noqa: E402
 )
 
 from memstream.stack import EmbeddedStack  # noqa: E402
+from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
+from memstream.streams.embed.port import Embedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import worker_lag  # noqa: E402
 from memstream.topics.client import MemoryClient  # noqa: E402
@@ -231,7 +233,7 @@ def chunks_of(conv: Conversation, size: int) -> list[list[Turn]]:
             for i in range(0, len(turns), size)]
 
 
-async def baseline_hits(embedder: LocalEmbedder, convs: list[Conversation], chunk: int,
+async def baseline_hits(embedder: Embedder, convs: list[Conversation], chunk: int,
                         k: int) -> dict[str, dict[tuple[str, str], list[Hit]]]:
     """Dense, BM25 and hybrid over the chunks, dense and hybrid over single turns."""
     out: dict[str, dict[tuple[str, str], list[Hit]]] = defaultdict(dict)
@@ -365,7 +367,10 @@ async def main() -> None:
                                              latency[label])
             worker.deps.settings = worker.deps.settings.model_copy(
                 update={"search": default_search})
-    baselines = await baseline_hits(LocalEmbedder(), convs, args.chunk, depth)
+    embedder: Embedder = LocalEmbedder()
+    if args.keep:  # the baselines' passage vectors are kept with the ingestion
+        embedder = CachedEmbedder(embedder, args.keep / "baseline-embeddings", "bench-e5", 256)
+    baselines = await baseline_hits(embedder, convs, args.chunk, depth)
     order = ["dense over turns", "hybrid over turns", "dense over chunks", "bm25 over chunks",
              "hybrid over chunks"]
     table_rows = {**{name: baselines[name] for name in order}, **rows}

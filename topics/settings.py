@@ -226,6 +226,8 @@ class SearchSettings(BaseModel):
     episode_dense_weight: float = Field(default=1.0, ge=0)
     episode_bm25_weight: float = Field(default=1.5, ge=0)
     turn_rrf_k: int = Field(default=60, ge=1)
+    # Weight of the related words of a question (streams.core.related_words) in BM25.
+    related_weight: float = Field(default=0.5, ge=0)
     window_before: int = Field(default=2, ge=0)
     window_after: int = Field(default=2, ge=0)
     episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine

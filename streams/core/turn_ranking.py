@@ -21,6 +21,7 @@ from memstream.sinks.filtering import matches_all
 from memstream.sinks.ports import Filter
 from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.lexical import terms
+from memstream.streams.core.related_words import related
 from memstream.streams.runtime import Deps
 from memstream.topics.events import ScoredMemory
 from memstream.topics.models import MemoryItem, MemoryType
@@ -97,6 +98,9 @@ async def rank_windows(
     qterms = terms(query)
     turn_bm = index.turn_bm25.scores(qterms)
     episode_bm = index.episode_bm25.scores(qterms)
+    if cfg.related_weight > 0 and (extra := related(qterms)):
+        turn_bm = turn_bm + cfg.related_weight * index.turn_bm25.scores(extra)
+        episode_bm = episode_bm + cfg.related_weight * index.episode_bm25.scores(extra)
     episode_hits = await deps.query.vector_search(
         cube_id, query_vec.tolist(), cfg.episode_pool, ["EpisodicMemory"], "activated")
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
