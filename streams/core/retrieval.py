@@ -320,12 +320,16 @@ async def with_turns(
     """The excerpts of turn ranking merged with the other memories by score. A statement
     extracted from an episode's turn is that turn's to rank (and to return, with its
     excerpt), so it never competes with it as a second hit."""
-    windows, index = await rank_windows(deps, req.cube_id, req.query, query_vec, filters, want)
+    types = requested_types(req.memory_type)
+    windows, index, allowed = await rank_windows(
+        deps, req.cube_id, req.query, query_vec, filters, want,
+        statements=any(t in types for t in STORED_TYPES))
     hits = [to_scored(w, index) for w in windows]
     weight = deps.settings.search.other_weight
     for s in others:
         ids = message_ids(s.item)
-        if ids and all(i in index.turns_of_message for i in ids):
+        if ids and all(any(allowed[t] for t in index.turns_of_message.get(i, ()))
+                       for i in ids):
             continue
         hits.append(s.model_copy(update={"score": round(s.score * weight, 4)}))
     hits.sort(key=lambda s: -s.score)

@@ -83,18 +83,20 @@ async def _statement_cosines(
 
 async def rank_windows(
     deps: Deps, cube_id: str, query: str, query_vec: np.ndarray, filters: Sequence[Filter],
-    want: int,
-) -> tuple[list[Window], EpisodeIndex]:
-    """The ``want`` best excerpts of the cube's episodes for ``query``."""
+    want: int, statements: bool = True,
+) -> tuple[list[Window], EpisodeIndex, np.ndarray]:
+    """The ``want`` best excerpts of the cube's episodes for ``query``, the index, and which
+    of its turns the filters allow. ``statements``: a hit may be the statement of its turn
+    (when it passes the filters too)."""
     cfg = deps.settings.search
     index = await indexes_for(deps.query).get(deps.query, cube_id)
     n = len(index.turns)
     if not n:
-        return [], index
+        return [], index, np.zeros(0, dtype=bool)
     allowed_episodes = np.asarray([matches_all(e, filters) for e in index.episodes], dtype=bool)
     allowed = allowed_episodes[index.episode_of_turn]
     if not allowed.any():
-        return [], index
+        return [], index, allowed
     qterms = terms(query)
     turn_bm = index.turn_bm25.scores(qterms)
     episode_bm = index.episode_bm25.scores(qterms)
@@ -134,9 +136,11 @@ async def rank_windows(
                 and allowed[hi + 1] and sessions[hi + 1] == sessions[t]:
             hi += 1
         used[lo:hi + 1] = True
-        statement = statement_of.get(t) if cfg.precise_hits else None
+        statement = statement_of.get(t) if cfg.precise_hits and statements else None
+        if statement is not None and not matches_all(statement, filters):
+            statement = None
         out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), statement))
-    return out, index
+    return out, index, allowed
 
 
 def to_scored(window: Window, index: EpisodeIndex) -> ScoredMemory:
