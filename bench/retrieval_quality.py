@@ -295,6 +295,11 @@ async def main() -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--chunk", type=int, default=5, help="turns per published chunk")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N")
+    parser.add_argument("--only", action="append", default=[], metavar="SAMPLE_ID",
+                        help="only these conversations (e.g. conv-30), after --conversations")
+    parser.add_argument("--no-ingest", action="store_true",
+                        help="search what the --reuse dir holds without publishing or "
+                        "waiting for the pipeline (a partial ingestion: say so when quoting)")
     parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
                         help="also run the questions with these search settings changed "
                         "(e.g. turn_ranking=false or window_after=3), same ingestion")
@@ -316,6 +321,8 @@ async def main() -> None:
     names = {int(k): v for k, v in (kv.split("=", 1) for kv in args.category_names.split(",")
                                     if "=" in kv)}
     convs = load(args.path, skip)[: args.conversations or None]
+    if args.only:
+        convs = [c for c in convs if c.name in args.only]
     depth = max(KS)
     n_turns = sum(len(c.turns) for c in convs)
     n_questions = sum(len(c.questions) for c in convs)
@@ -331,11 +338,14 @@ async def main() -> None:
         settings = Settings(data_dir=data, kafka={"partitions": 4})
         marker = data / "retrieval-quality.json"
         done = {"path": str(args.path.resolve()), "chunk": args.chunk,
-                "conversations": args.conversations}
+                "conversations": args.conversations, "only": sorted(args.only)}
         async with EmbeddedStack(settings) as stack, \
                 Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                 MemoryClient(settings, stack.bootstrap) as client:
-            if marker.is_file() and json.loads(marker.read_text())["done"] == done:
+            if args.no_ingest:
+                ingest_s, chunks = float("nan"), 0
+                print(f"searching what {data} holds (no ingestion, no wait)")
+            elif marker.is_file() and json.loads(marker.read_text())["done"] == done:
                 ingest_s, chunks = (json.loads(marker.read_text())[k] for k in ("s", "chunks"))
                 print(f"reusing the ingestion in {data}")
             else:
@@ -345,8 +355,9 @@ async def main() -> None:
                 marker.write_text(json.dumps({"done": done, "s": ingest_s, "chunks": chunks}))
             print(f"ingested {chunks} chunks ({2 * n_turns} turn copies) in {ingest_s:.0f}s "
                   f"({2 * n_turns / ingest_s:.1f} turns/s)", flush=True)
-            waited = await settle(settings, stack.bootstrap)
-            print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
+            if not args.no_ingest:
+                waited = await settle(settings, stack.bootstrap)
+                print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
             assert worker.deps is not None
             counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
                       for conv in convs for s in conv.speakers]
