@@ -15,8 +15,9 @@ import numpy as np
 
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.streams.core.episode_index import EpisodeIndex
 from memstream.streams.core.filters import names_status, parse_search_filter
-from memstream.streams.core.turn_ranking import message_ids, rank_windows, to_scored
+from memstream.streams.core.turn_ranking import Window, message_ids, rank_windows, to_scored
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.search import (
     GOAL_PARSER,
@@ -313,19 +314,15 @@ def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[
     return out
 
 
-async def with_turns(
-    deps: Deps, req: SearchRequest, query_vec: np.ndarray, filters: Sequence[Filter],
-    others: list[ScoredMemory], want: int,
+def with_turns(
+    ranked_turns: tuple[list[Window], EpisodeIndex, np.ndarray], others: list[ScoredMemory],
+    weight: float, want: int,
 ) -> list[ScoredMemory]:
     """The excerpts of turn ranking merged with the other memories by score. A statement
     extracted from an episode's turn is that turn's to rank (and to return, with its
     excerpt), so it never competes with it as a second hit."""
-    types = requested_types(req.memory_type)
-    windows, index, allowed = await rank_windows(
-        deps, req.cube_id, req.query, query_vec, filters, want,
-        statements=any(t in types for t in STORED_TYPES))
+    windows, index, allowed = ranked_turns
     hits = [to_scored(w, index) for w in windows]
-    weight = deps.settings.search.other_weight
     for s in others:
         ids = message_ids(s.item)
         if ids and all(any(allowed[t] for t in index.turns_of_message.get(i, ()))
@@ -350,15 +347,25 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         vectors = [query_vec]
         if extra:
             vectors.extend(await deps.embedder.embed_queries(extra))
-        turns = deps.settings.search.turn_ranking and \
-            "EpisodicMemory" in requested_types(req.memory_type)
-        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
-                                  keyed if goal.mode_used == "fast" else None, turns)
-        ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+        types = requested_types(req.memory_type)
         want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
-        found = await materialize(req, deps, ranked, candidates, filters, want)
-        if turns:
-            found = await with_turns(deps, req, query_vec, filters, found, want)
+        turns = None
+        if deps.settings.search.turn_ranking and "EpisodicMemory" in types:
+            turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
+                deps, req.cube_id, req.query, query_vec, filters, want,
+                statements=any(t in types for t in STORED_TYPES)))
+        try:
+            candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
+                                      keyed if goal.mode_used == "fast" else None,
+                                      turns is not None)
+            ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+            found = await materialize(req, deps, ranked, candidates, filters, want)
+            if turns is not None:
+                found = with_turns(await turns, found, deps.settings.search.other_weight,
+                                   want)
+        finally:
+            if turns is not None and not turns.done():
+                turns.cancel()
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
