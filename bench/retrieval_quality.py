@@ -1,6 +1,8 @@
-"""Evidence recall of fast search on LoCoMo-format conversations, next to dense retrieval.
+"""Evidence recall of fast search on LoCoMo-format conversations, next to what a user
+would build instead over the very chunks memstream ingests.
 
-    python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--keep DIR]
+    python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--only ID]
+                                          [--reuse DIR] [--variant FIELD=VALUE[,…]]
 
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
@@ -11,12 +13,18 @@ memstream: the embedded stack and a worker (rules extraction, local e5 embedder)
 per speaker; every session is published through ``MemoryClient.add_messages`` in chunks of
 ``--chunk`` turns (the cube's speaker as ``user``, the other speaker as a named
 ``assistant``), and each question is asked with fast search of both speakers' cubes; the two
-lists are merged by score (identical texts once) and cut to k. Baseline, in the same run:
-dense retrieval over the raw turns ("Speaker: text") with the same embedder (e5 passage and
-query prefixes, exact cosine top-k over the conversation). Recall@k of a question = the
-share of its evidence turn ids found among the sources of the top-k hits (a memory covers
-the turn ids it cites, an episode all its turns). Questions of --skip-categories (default 5,
-where no evidence answers) are left out; --category-names labels the per-category table.
+lists are merged by score, and a hit whose text was already returned, or that adds no turn,
+counts once. Baselines, in the same run, over the same chunks (each: its date, then one
+``Speaker: text`` line per turn) and over single turns: dense (e5, exact cosine), BM25 (Okapi,
+lowercase words) and their reciprocal-rank fusion (k 60) — ``bench/rq_baselines.py``.
+
+A hit is credited only with the turns whose words it returns: an excerpt its turns, a
+statement the turn it came from, an episode its turns. R@k = share of a question's evidence
+turns among the first k hits; B2000/B6000 = the same for the hits taken in rank order while
+their text fits in 2,000/6,000 characters; chars@10 = characters of the first 10 hits. Search
+latency is timed per search through the client. ``--reuse DIR`` keeps the stores (ingestion
+takes many minutes): a second run with the same data only searches again; ``--variant``
+runs the questions again with search settings changed, on the same ingestion.
 """
 
 from __future__ import annotations
