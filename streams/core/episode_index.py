@@ -75,9 +75,6 @@ class EpisodeIndex:
                 index.turns_of_message.setdefault(turn.message_id, []).append(i)
         return index
 
-    def turns_of(self, episode: int) -> list[int]:
-        return [i for i in np.flatnonzero(self.episode_of_turn == episode).tolist()]
-
 
 class EpisodeIndexes:
     """Per store and cube, the latest ``EpisodeIndex`` (one rebuild at a time per cube)."""
