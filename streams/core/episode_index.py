@@ -48,6 +48,9 @@ class EpisodeIndex:
     turns_of_message: dict[str, list[int]] = field(default_factory=dict)
     built_at: float = 0.0
     version: int = 0
+    # statement id -> message ids of the turns it came from (a statement's sources never
+    # change; filled as statements are first met, carried over when the index is rebuilt)
+    statement_messages: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, episodes: list[MemoryItem], version: int) -> EpisodeIndex:
@@ -102,6 +105,8 @@ class EpisodeIndexes:
                 return current
             episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
             index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
+            if current is not None:
+                index.statement_messages = current.statement_messages
             self._indexes.pop(cube_id, None)
             self._indexes[cube_id] = index
             while len(self._indexes) > self.max_cubes:

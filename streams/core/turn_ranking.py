@@ -61,24 +61,26 @@ def _rrf(ranks: dict[int, int], weight: float, k: int, size: int) -> np.ndarray:
 
 async def _statement_cosines(
     deps: Deps, cube_id: str, query_vec: np.ndarray, index: EpisodeIndex, pool: int,
-) -> tuple[dict[int, float], dict[int, MemoryItem]]:
-    """Per turn, the best cosine of a statement extracted from it, and that statement."""
+) -> tuple[dict[int, float], dict[int, str]]:
+    """Per turn, the best cosine of a statement extracted from it, and that statement's id.
+    Only statements not met before are read from the graph (for the turns they cite)."""
     hits = await deps.query.vector_search(cube_id, query_vec.tolist(), pool,
                                           list(STATEMENT_TYPES), "activated")
     if not hits:
         return {}, {}
-    cosine = {h.id: h.score for h in hits}
+    known = index.statement_messages
+    if unknown := [h.id for h in hits if h.id not in known]:
+        for node in await deps.query.get_nodes(cube_id, unknown):
+            known[node.id] = tuple(message_ids(node))
     best: dict[int, float] = {}
-    item_of: dict[int, MemoryItem] = {}
-    for node in await deps.query.get_nodes(cube_id, list(cosine)):
-        if node.metadata.status != "activated":
-            continue
-        for mid in message_ids(node):
+    statement_of: dict[int, str] = {}
+    for hit in hits:
+        for mid in known.get(hit.id, ()):
             for turn in index.turns_of_message.get(mid, ()):
-                if cosine[node.id] > best.get(turn, -2.0):
-                    best[turn] = cosine[node.id]
-                    item_of[turn] = node
-    return best, item_of
+                if hit.score > best.get(turn, -2.0):
+                    best[turn] = hit.score
+                    statement_of[turn] = hit.id
+    return best, statement_of
 
 
 async def rank_windows(
@@ -136,10 +138,15 @@ async def rank_windows(
                 and allowed[hi + 1] and sessions[hi + 1] == sessions[t]:
             hi += 1
         used[lo:hi + 1] = True
-        statement = statement_of.get(t) if cfg.precise_hits and statements else None
-        if statement is not None and not matches_all(statement, filters):
-            statement = None
-        out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), statement))
+        out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), None))
+    if cfg.precise_hits and statements and (ids := {statement_of[w.center] for w in out
+                                                    if w.center in statement_of}):
+        nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(ids))}
+        for w in out:
+            node = nodes.get(statement_of.get(w.center, ""))
+            if node is not None and node.metadata.status == "activated" \
+                    and matches_all(node, filters):
+                w.statement = node
     return out, index, allowed
 
 
