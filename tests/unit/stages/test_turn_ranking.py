@@ -62,7 +62,7 @@ async def test_the_turn_that_answers_comes_first_with_its_neighbours(tmp_path: P
     assert first.item.metadata.memory_type != "EpisodicMemory"
     assert first.episode_id is not None
     assert set(first.excerpt_ids) <= {f"m{i}" for i in range(10)}
-    assert {"m4", "m6"} <= set(first.excerpt_ids)
+    assert {"m4", "m6"} <= set(first.excerpt_ids)  # across the two episodes
     # every turn is returned at most once, and scores are in 0..1, best first
     ids = [i for hit in found for i in hit.excerpt_ids]
     assert len(ids) == len(set(ids))
