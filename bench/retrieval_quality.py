@@ -1,6 +1,8 @@
-"""Evidence recall of fast search on LoCoMo-format conversations, next to dense retrieval.
+"""Evidence recall of fast search on LoCoMo-format conversations, next to what a user
+would build instead over the very chunks memstream ingests.
 
-    python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--keep DIR]
+    python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--only ID]
+                                          [--reuse DIR] [--variant FIELD=VALUE[,…]]
 
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
@@ -11,12 +13,18 @@ memstream: the embedded stack and a worker (rules extraction, local e5 embedder)
 per speaker; every session is published through ``MemoryClient.add_messages`` in chunks of
 ``--chunk`` turns (the cube's speaker as ``user``, the other speaker as a named
 ``assistant``), and each question is asked with fast search of both speakers' cubes; the two
-lists are merged by score (identical texts once) and cut to k. Baseline, in the same run:
-dense retrieval over the raw turns ("Speaker: text") with the same embedder (e5 passage and
-query prefixes, exact cosine top-k over the conversation). Recall@k of a question = the
-share of its evidence turn ids found among the sources of the top-k hits (a memory covers
-the turn ids it cites, an episode all its turns). Questions of --skip-categories (default 5,
-where no evidence answers) are left out; --category-names labels the per-category table.
+lists are merged by score, and a hit whose text was already returned, or that adds no turn,
+counts once. Baselines, in the same run, over the same chunks (each: its date, then one
+``Speaker: text`` line per turn) and over single turns: dense (e5, exact cosine), BM25 (Okapi,
+lowercase words) and their reciprocal-rank fusion (k 60) — ``bench/rq_baselines.py``.
+
+A hit is credited only with the turns whose words it returns: an excerpt its turns, a
+statement the turn it came from, an episode its turns. R@k = share of a question's evidence
+turns among the first k hits; B2000/B6000 = the same for the hits taken in rank order while
+their text fits in 2,000/6,000 characters; chars@10 = characters of the first 10 hits. Search
+latency is timed per search through the client. ``--reuse DIR`` keeps the stores (ingestion
+takes many minutes): a second run with the same data only searches again; ``--variant``
+runs the questions again with search settings changed, on the same ingestion.
 """
 
 from __future__ import annotations
@@ -37,9 +45,24 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rq_baselines import (  # noqa: E402
+    BM25,
+    BUDGETS,
+    KS,
+    Baselines,
+    Hit,
+    Unit,
+    chars_at,
+    recall_at,
+    recall_within,
+)
 
 from memstream.local.stack import EmbeddedStack  # noqa: E402
+from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
+from memstream.streams.embed.port import Embedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
 from memstream.topics.admin import worker_lag  # noqa: E402
 from memstream.topics.client import MemoryClient  # noqa: E402
@@ -49,6 +72,7 @@ from memstream.topics.settings import Settings  # noqa: E402
 # Questions with no evidence to retrieve (LoCoMo's adversarial category) are left out by
 # default; --skip-categories changes it, --category-names labels the per-category table.
 DEFAULT_SKIP = "5"
+DEFAULT_NAMES = "1=multi-hop,2=temporal,3=open-domain,4=single-hop"
 
 
 @dataclass(frozen=True)
@@ -116,13 +140,20 @@ def cube_of(conv: Conversation, speaker: str) -> str:
     return f"locomo-{conv.name}-{speaker}".lower().replace(" ", "-")
 
 
-def covered(hit: ScoredMemory) -> set[str]:
-    return {ref.message_id for ref in hit.item.metadata.sources if ref.message_id}
-
-
-def recall_at(hits_sources: list[set[str]], evidence: frozenset[str], k: int) -> float:
-    found: set[str] = set().union(*hits_sources[:k]) if hits_sources[:k] else set()
-    return len(evidence & found) / len(evidence)
+def cited(hit: ScoredMemory) -> Hit:
+    """What a hit returns and the turns it may be credited with: an excerpt its turns; a
+    statement (with its excerpt as context, when it has one) the turns it came from; an
+    episode its turns. Summaries cite no turn."""
+    item = hit.item
+    own = {ref.message_id for ref in item.metadata.sources
+           if ref.kind == "message" and ref.message_id}
+    if hit.excerpt is None:
+        return Hit(frozenset(own), len(item.memory))
+    chars = len(hit.excerpt)
+    if item.metadata.memory_type != "EpisodicMemory" and \
+            " ".join(item.memory.split()) not in " ".join(hit.excerpt.split()):
+        chars += len(item.memory) + 1
+    return Hit(frozenset(hit.excerpt_ids), chars)
 
 
 async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) -> int:
@@ -159,52 +190,111 @@ async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> f
     raise TimeoutError(f"the pipeline still had records to process after {timeout:.0f}s")
 
 
-async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question,
-                         k: int) -> list[set[str]]:
-    results = await asyncio.gather(*(client.search(cube_of(conv, s), q.text, top_k=k)
-                                     for s in conv.speakers))
+async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, k: int,
+                         latencies: list[float]) -> list[Hit]:
+    """Both speakers' cubes searched, merged by score; a hit whose text was already returned
+    (the same excerpt or memory from the other cube) or that adds no turn counts once."""
+
+    async def timed(cube: str) -> list[ScoredMemory]:
+        t0 = time.perf_counter()
+        try:
+            return await client.search(cube, q.text, top_k=k)
+        finally:
+            latencies.append(time.perf_counter() - t0)
+
+    results = await asyncio.gather(*(timed(cube_of(conv, s)) for s in conv.speakers))
     merged = sorted((h for hits in results for h in hits), key=lambda h: -h.score)
     seen: set[str] = set()
+    returned: set[str] = set()
     out = []
     for hit in merged:
-        text = " ".join(hit.item.memory.split())
-        if text in seen:
+        text = " ".join((hit.excerpt or hit.item.memory).split())
+        found = cited(hit)
+        if text in seen or (found.turns and found.turns <= returned):
             continue
         seen.add(text)
-        out.append(covered(hit))
+        returned |= found.turns
+        out.append(found)
     return out[:k]
 
 
-async def all_hits(client: MemoryClient, convs: list[Conversation], k: int,
-                   concurrency: int) -> dict[tuple[str, str], list[set[str]]]:
+async def all_hits(client: MemoryClient, convs: list[Conversation], k: int, concurrency: int,
+                   latencies: list[float]) -> dict[tuple[str, str], list[Hit]]:
     """Every question's merged hits, ``concurrency`` questions at a time."""
     slots = asyncio.Semaphore(concurrency)
 
-    async def one(conv: Conversation, q: Question) -> list[set[str]]:
+    async def one(conv: Conversation, q: Question) -> list[Hit]:
         async with slots:
-            return await memstream_hits(client, conv, q, k)
+            return await memstream_hits(client, conv, q, k, latencies)
 
     keys = [(c, q) for c in convs for q in c.questions]
     found = await asyncio.gather(*(one(c, q) for c, q in keys))
     return {(c.name, q.text): hits for (c, q), hits in zip(keys, found, strict=True)}
 
 
-async def dense_hits(embedder: LocalEmbedder, convs: list[Conversation],
-                     k: int) -> dict[tuple[str, str], list[set[str]]]:
-    out: dict[tuple[str, str], list[set[str]]] = {}
+def chunks_of(conv: Conversation, size: int) -> list[list[Turn]]:
+    """The chunks memstream ingests: each session cut into runs of ``size`` turns."""
+    by_session: dict[str, list[Turn]] = defaultdict(list)
+    for turn in conv.turns:
+        by_session[turn.session].append(turn)
+    return [turns[i:i + size] for turns in by_session.values()
+            for i in range(0, len(turns), size)]
+
+
+async def baseline_hits(embedder: Embedder, convs: list[Conversation], chunk: int,
+                        k: int) -> dict[str, dict[tuple[str, str], list[Hit]]]:
+    """Dense, BM25 and hybrid over the chunks, dense and hybrid over single turns."""
+    out: dict[str, dict[tuple[str, str], list[Hit]]] = defaultdict(dict)
     for conv in convs:
-        passages = await embedder.embed_passages([f"{t.speaker}: {t.text}" for t in conv.turns])
-        queries = await embedder.embed_queries([q.text for q in conv.questions])
+        chunks = chunks_of(conv, chunk)
+        chunk_units = [Unit(f"{c[0].at:%Y-%m-%d}\n" + "\n".join(
+            f"{t.speaker}: {t.text}" for t in c), frozenset(t.dia_id for t in c)) for c in chunks]
+        turn_units = [Unit(f"{t.speaker}: {t.text}", frozenset([t.dia_id])) for t in conv.turns]
+        over = {}
+        for name, units in (("chunks", chunk_units), ("turns", turn_units)):
+            vectors = np.asarray(await embedder.embed_passages([u.text for u in units]))
+            over[name] = Baselines(units, vectors, BM25([u.text for u in units]))
+        queries = np.asarray(await embedder.embed_queries([q.text for q in conv.questions]))
         for q, qv in zip(conv.questions, queries, strict=True):
-            top = np.argsort(-(passages @ qv), kind="stable")[:k]
-            out[(conv.name, q.text)] = [{conv.turns[i].dia_id} for i in top]
+            for name, base in over.items():
+                for method, hits in base.rank(q.text, qv, k).items():
+                    if name == "turns" and method == "bm25":
+                        continue
+                    out[f"{method} over {name}"][(conv.name, q.text)] = hits
     return out
 
 
-def table(rows: dict[str, dict[int, list[float]]], ks: list[int]) -> None:
-    print(f"{'retrieval':<34}" + "".join(f"{'R@' + str(k):>8}" for k in ks))
-    for label, by_k in rows.items():
-        print(f"{label:<34}" + "".join(f"{np.mean(by_k[k]):>8.3f}" for k in ks))
+def report(rows: dict[str, dict[tuple[str, str], list[Hit]]], convs: list[Conversation],
+           names: dict[int, str]) -> dict[str, dict[str, float]]:
+    """The recall table, overall and per category; returns the overall figures."""
+    pairs = [(c, q) for c in convs for q in c.questions]
+    cols = [*(f"R@{k}" for k in KS), *(f"B{b}" for b in BUDGETS), "chars@10"]
+    overall: dict[str, dict[str, float]] = {}
+    print(f"{'retrieval':<36}" + "".join(f"{c:>9}" for c in cols))
+    for label, hits in rows.items():
+        got = [hits[(c.name, q.text)] for c, q in pairs]
+        fig = {f"R@{k}": float(np.mean([recall_at(h, q.evidence, k)
+                                        for h, (_, q) in zip(got, pairs, strict=True)]))
+               for k in KS}
+        fig.update({f"B{b}": float(np.mean([recall_within(h, q.evidence, b)
+                                            for h, (_, q) in zip(got, pairs, strict=True)]))
+                    for b in BUDGETS})
+        fig["chars@10"] = float(np.mean([chars_at(h, 10) for h in got]))
+        overall[label] = fig
+        print(f"{label:<36}" + "".join(f"{fig[c]:>9.3f}" for c in cols[:-1])
+              + f"{fig['chars@10']:>9,.0f}")
+    cats = sorted({q.category for _, q in pairs})
+    print(f"\n{'R@10 by category':<36}" + "".join(
+        f"{names.get(c, f'cat {c}'):>12}" for c in cats))
+    print(f"{'(questions)':<36}" + "".join(
+        f"{sum(1 for _, q in pairs if q.category == c):>12}" for c in cats))
+    for label, hits in rows.items():
+        print(f"{label:<36}" + "".join(f"{np.mean([recall_at(hits[(cv.name, q.text)], q.evidence, 10) for cv, q in pairs if q.category == c]):>12.3f}" for c in cats))  # noqa: E501
+    return overall
+
+
+def percentile(values: list[float], p: float) -> float:
+    return float(np.percentile(values, p)) * 1000 if values else float("nan")
 
 
 async def main() -> None:
@@ -213,19 +303,24 @@ async def main() -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--chunk", type=int, default=5, help="turns per published chunk")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N")
+    parser.add_argument("--only", action="append", default=[], metavar="SAMPLE_ID",
+                        help="only these conversations (e.g. conv-30), after --conversations")
+    parser.add_argument("--no-ingest", action="store_true",
+                        help="search what the --reuse dir holds without publishing or "
+                        "waiting for the pipeline (a partial ingestion: say so when quoting)")
     parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
                         help="also run the questions with these search settings changed "
-                        "(e.g. episode_weight=1.0 or keyword_weight=0), same ingestion")
+                        "(e.g. turn_ranking=false or window_after=3), same ingestion")
     parser.add_argument("--skip-categories", default=DEFAULT_SKIP, metavar="N[,N…]",
                         help="question categories left out (default: %(default)s, the "
                         "questions no evidence answers)")
-    parser.add_argument("--category-names", default="", metavar="N=NAME[,…]",
-                        help="labels for the per-category table, e.g. 1=multi-hop,2=temporal")
+    parser.add_argument("--category-names", default=DEFAULT_NAMES, metavar="N=NAME[,…]",
+                        help="labels for the per-category table (default: LoCoMo's)")
     parser.add_argument("--concurrency", type=int, default=4,
                         help="questions searched at once (each searches every speaker's cube)")
-    parser.add_argument("--keep", type=Path,
+    parser.add_argument("--reuse", "--keep", dest="keep", type=Path,
                         help="data dir to use and keep (default: temp); when it already holds "
-                        "this ingestion, only the searches run again")
+                        "this ingestion, only the searches run again (ingestion takes minutes)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not args.path.is_file():
@@ -234,7 +329,9 @@ async def main() -> None:
     names = {int(k): v for k, v in (kv.split("=", 1) for kv in args.category_names.split(",")
                                     if "=" in kv)}
     convs = load(args.path, skip)[: args.conversations or None]
-    ks = [1, 5, 10, 20]
+    if args.only:
+        convs = [c for c in convs if c.name in args.only]
+    depth = max(KS)
     n_turns = sum(len(c.turns) for c in convs)
     n_questions = sum(len(c.questions) for c in convs)
     kept = sorted({q.category for c in convs for q in c.questions})
@@ -242,16 +339,21 @@ async def main() -> None:
           f"(categories {kept}), {2 * len(convs)} cubes, chunks of {args.chunk} turns",
           flush=True)
 
+    rows: dict[str, dict[tuple[str, str], list[Hit]]] = {}
+    latency: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="memstream-rq-") as tmp:
         data = args.keep or Path(tmp)
         settings = Settings(data_dir=data, kafka={"partitions": 4})
         marker = data / "retrieval-quality.json"
         done = {"path": str(args.path.resolve()), "chunk": args.chunk,
-                "conversations": args.conversations}
+                "conversations": args.conversations, "only": sorted(args.only)}
         async with EmbeddedStack(settings) as stack, \
                 Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                 MemoryClient(settings, stack.bootstrap) as client:
-            if marker.is_file() and json.loads(marker.read_text())["done"] == done:
+            if args.no_ingest:
+                ingest_s, chunks = float("nan"), 0
+                print(f"searching what {data} holds (no ingestion, no wait)")
+            elif marker.is_file() and json.loads(marker.read_text())["done"] == done:
                 ingest_s, chunks = (json.loads(marker.read_text())[k] for k in ("s", "chunks"))
                 print(f"reusing the ingestion in {data}")
             else:
@@ -261,59 +363,50 @@ async def main() -> None:
                 marker.write_text(json.dumps({"done": done, "s": ingest_s, "chunks": chunks}))
             print(f"ingested {chunks} chunks ({2 * n_turns} turn copies) in {ingest_s:.0f}s "
                   f"({2 * n_turns / ingest_s:.1f} turns/s)", flush=True)
-            waited = await settle(settings, stack.bootstrap)
-            print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
+            if not args.no_ingest:
+                waited = await settle(settings, stack.bootstrap)
+                print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
             assert worker.deps is not None
             counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
                       for conv in convs for s in conv.speakers]
             print("activated memories per cube (long-term / user / episodes): " + ", ".join(
                 f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
                 f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
-            t0 = time.perf_counter()
-            ours = await all_hits(client, convs, max(ks), args.concurrency)
-            search_s = time.perf_counter() - t0
-            variants: dict[str, dict[tuple[str, str], list[set[str]]]] = {}
+            await all_hits(client, convs[:1], depth, args.concurrency, [])  # warm the indexes
             default_search = worker.deps.settings.search
-            for variant in args.variant:
-                changes = dict(kv.split("=", 1) for kv in variant.split(","))
+            for variant in ["", *args.variant]:
+                changes = dict(kv.split("=", 1) for kv in variant.split(",") if "=" in kv)
                 changed = default_search.model_validate({**default_search.model_dump(),
                                                          **changes})
                 worker.deps.settings = worker.deps.settings.model_copy(
                     update={"search": changed})
-                variants[variant] = await all_hits(client, convs, max(ks), args.concurrency)
+                label = f"memstream {variant}" if variant else "memstream fast (defaults)"
+                latency[label] = []
+                rows[label] = await all_hits(client, convs, depth, args.concurrency,
+                                             latency[label])
             worker.deps.settings = worker.deps.settings.model_copy(
                 update={"search": default_search})
-    dense = await dense_hits(LocalEmbedder(), convs, max(ks))
-
-    rows: dict[str, dict[int, list[float]]] = {"dense over raw turns (baseline)": {},
-                                                "memstream fast search": {}}
-    for variant, hits in variants.items():
-        rows[f"  variant {variant}"] = {k: [recall_at(hits[(c.name, q.text)], q.evidence, k)
-                                           for c in convs for q in c.questions] for k in ks}
-    per_cat: dict[str, dict[int, list[float]]] = {"dense": defaultdict(list),
-                                                  "memstream": defaultdict(list)}
-    for label, hits, cat_label in (("dense over raw turns (baseline)", dense, "dense"),
-                                   ("memstream fast search", ours, "memstream")):
-        for k in ks:
-            rows[label][k] = [recall_at(hits[(c.name, q.text)], q.evidence, k)
-                              for c in convs for q in c.questions]
-        for c in convs:
-            for q in c.questions:
-                per_cat[cat_label][q.category].append(
-                    recall_at(hits[(c.name, q.text)], q.evidence, 10))
+    embedder: Embedder = LocalEmbedder()
+    if args.keep:  # the baselines' passage vectors are kept with the ingestion
+        embedder = CachedEmbedder(embedder, args.keep / "baseline-embeddings", "bench-e5", 256)
+    baselines = await baseline_hits(embedder, convs, args.chunk, depth)
+    order = ["dense over turns", "hybrid over turns", "dense over chunks", "bm25 over chunks",
+             "hybrid over chunks"]
+    table_rows = {**{name: baselines[name] for name in order}, **rows}
     print()
-    table(rows, ks)
-    base10 = float(np.mean(rows["dense over raw turns (baseline)"][10]))
-    ours10 = float(np.mean(rows["memstream fast search"][10]))
-    print(f"\nrecall@10 ratio memstream / dense: {ours10 / base10:.2f}× "
-          f"(goal: ≥ 0.75 and ≥ 1.3×, no category below dense)")
-    print(f"\n{'category (recall@10)':<24}{'n':>5}{'dense':>8}{'memstream':>11}")
-    for cat in sorted(per_cat["dense"]):
-        d, m = per_cat["dense"][cat], per_cat["memstream"][cat]
-        name = names.get(cat, f"category {cat}")
-        print(f"{name:<24}{len(d):>5}{np.mean(d):>8.3f}{np.mean(m):>11.3f}")
-    print(f"\ningest: {ingest_s:.0f}s through Kafka; {n_questions} questions × "
-          f"{len(convs[0].speakers)} cubes searched in {search_s:.0f}s")
+    figures = report(table_rows, convs, names)
+    base = figures["hybrid over chunks"]
+    ours = figures["memstream fast (defaults)"]
+    print(f"\nmemstream / chunk hybrid: R@10 {ours['R@10'] / base['R@10']:.2f}x, "
+          f"B2000 {ours['B2000'] / base['B2000']:.2f}x, chars@10 "
+          f"{ours['chars@10'] / base['chars@10']:.2f}x (goal: R@10 >= 0.90, B2000 >= 0.74, "
+          "chars@10 no larger)")
+    print(f"\nsearch latency through the client ({args.concurrency} questions at once, "
+          "each searching 2 cubes), ms:")
+    for label, values in latency.items():
+        print(f"  {label:<34} p50 {percentile(values, 50):6.0f}  p95 "
+              f"{percentile(values, 95):6.0f}  max {max(values) * 1000:6.0f}  "
+              f"({len(values)} searches)")
 
 
 if __name__ == "__main__":

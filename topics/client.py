@@ -361,12 +361,15 @@ class MemoryClient:
         chat_history: Sequence[Mapping[str, str]] = (),
         after: WriteToken | None = None,
         timeout: float = 30.0,
+        min_score: float = 0.0,
     ) -> list[ScoredMemory]:
-        """Memories answering ``query``, best first. ``after``: wait until that write is applied."""
+        """Memories answering ``query``, best first. ``after``: wait until that write is applied;
+        ``min_score`` (0..1): leave out hits scoring below it."""
         req = SearchRequest(
             user_id=user_id, cube_id=cube_id or user_id, query=query, top_k=top_k, mode=mode,
             memory_type=memory_type, search_filter=dict(search_filter) if search_filter else None,
             session_id=session_id, chat_history=tuple(dict(t) for t in chat_history), after=after,
+            min_score=min_score,
         )
         result = (await self.request(req, timeout)).result
         assert isinstance(result, SearchResult)  # noqa: S101

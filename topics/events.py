@@ -411,6 +411,8 @@ class SearchRequest(RequestBase):
     session_id: str | None = None
     chat_history: tuple[dict[str, str], ...] = ()
     after: WriteToken | None = None
+    # Hits scoring below this are left out (the score is in [0, 1]).
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
 
     _query = field_validator("query")(_meaningful_query)
 
@@ -470,7 +472,13 @@ class ScoredMemory(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     item: MemoryItem
+    # Relevance in [0, 1]: 1 = first in every ranking the search fuses (see README, Search)
     score: float
+    # For a hit found through an episode's turns: the turns that match, with neighbours (what
+    # to show), the message ids of those turns, and the episode (the context of a statement).
+    excerpt: str | None = None
+    excerpt_ids: tuple[str, ...] = ()
+    episode_id: str | None = None
 
 
 class SearchResult(BaseModel):

@@ -228,6 +228,28 @@ class SearchSettings(BaseModel):
     # first, above 1 the turns around them.
     episode_weight: float = Field(default=1.0, ge=0)
     keyword_recall: bool = True
+    # Turn ranking of episodes (streams.core.turn_ranking): each turn scored by reciprocal-rank
+    # fusion of its statements' cosine, its BM25, its episode's cosine and its episode's BM25
+    # (these weights, ``turn_rrf_k``); a hit is the turn with neighbours of its session.
+    turn_ranking: bool = True
+    turn_dense_weight: float = Field(default=1.0, ge=0)
+    turn_bm25_weight: float = Field(default=1.5, ge=0)
+    episode_dense_weight: float = Field(default=1.0, ge=0)
+    episode_bm25_weight: float = Field(default=1.5, ge=0)
+    turn_rrf_k: int = Field(default=60, ge=1)
+    # Weight of the related words of a question (streams.core.related_words) in BM25.
+    related_weight: float = Field(default=0.5, ge=0)
+    window_before: int = Field(default=1, ge=0)
+    window_after: int = Field(default=2, ge=0)
+    episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
+    statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
+    # A statement extracted from a hit's centre turn is the hit, with the excerpt as context.
+    precise_hits: bool = True
+    # Memories outside episodes' turns (summaries, working memory, added facts) against a turn
+    # hit at the same fused score (their own fusion is normalised over fewer rankings, so at
+    # 1 summaries citing no turn took places from the turns: on LoCoMo conv-30, R@10 0.884
+    # at 1 against 0.910 at 0.5 with one turn before).
+    other_weight: float = Field(default=0.5, ge=0)
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each
     # request is answered as soon as it arrives).

@@ -301,12 +301,12 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
 async def search_table(settings: Settings, console: Console, query: str, user_id: str,
                        cube_id: str | None, top_k: int, mode: str, memory_type: str,
                        search_filter: dict[str, Any] | None = None,
-                       as_json: bool = False) -> None:
+                       as_json: bool = False, min_score: float = 0.0) -> None:
     async with MemoryClient(settings) as client:
         found = await client.search(user_id, query, cube_id=cube_id, top_k=top_k,
                                     mode=mode,  # type: ignore[arg-type]
                                     memory_type=memory_type,  # type: ignore[arg-type]
-                                    search_filter=search_filter)
+                                    search_filter=search_filter, min_score=min_score)
     if as_json:
         print(json.dumps([node_json(s.item, s.score) for s in found], ensure_ascii=False,
                          indent=2))

@@ -66,17 +66,19 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
               help="Only memories of this session.")
 @click.option("--filter", "filter_json", default=None, metavar="JSON",
               help='Metadata filter, e.g. \'{"tags": {"contains": "food"}}\'.')
+@click.option("--min-score", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="Leave out hits scoring below this (scores are in 0..1).")
 @json_option
 @data_dir_option
 def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
-           memory_type: str, session_id: str | None, filter_json: str | None, as_json: bool,
-           data_dir: Path | None) -> None:
+           memory_type: str, session_id: str | None, filter_json: str | None, min_score: float,
+           as_json: bool, data_dir: Path | None) -> None:
     """Search a cube's memories and print them as a table (id, date, score, memory)."""
     from memstream.cli.actions import parse_filter, search_table
 
     search_filter = parse_filter(filter_json, session_id)
     run_async(search_table(settings_for(data_dir), console, query, user_id, cube_id, top_k, mode,
-                      memory_type, search_filter, as_json))
+                      memory_type, search_filter, as_json, min_score))
 
 
 @main.command()

@@ -16,7 +16,9 @@ import numpy as np
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
 from memstream.streams.core.conflicts import newer_first
+from memstream.streams.core.episode_index import EpisodeIndex
 from memstream.streams.core.filters import names_status, parse_search_filter
+from memstream.streams.core.turn_ranking import Window, message_ids, rank_windows, to_scored
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.search import (
     GOAL_PARSER,
@@ -128,10 +130,12 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
 async def recall(
     req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
     vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
+    skip_episodes: bool = False,
 ) -> Candidates:
     """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
-    already under way)."""
-    types = requested_types(req.memory_type)
+    already under way; ``skip_episodes``: turn ranking finds them)."""
+    types = tuple(t for t in requested_types(req.memory_type)
+                  if not (skip_episodes and t == "EpisodicMemory"))
     stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
     # Working memory holds at most its capacity, so a vector search with a pool at least that
@@ -323,6 +327,30 @@ def dedupe(ranked: list[ScoredMemory], present: set[str] | None = None) -> list[
     return out
 
 
+def with_turns(
+    ranked_turns: tuple[list[Window], EpisodeIndex, np.ndarray], others: list[ScoredMemory],
+    weight: float, want: int,
+) -> list[ScoredMemory]:
+    """The excerpts of turn ranking merged with the other memories by score (derived nodes at
+    ``weight``). A statement extracted from an episode's turn is that turn's to rank (and to
+    return, with its excerpt), so it never competes with it as a second hit."""
+    windows, index, allowed = ranked_turns
+    hits = [to_scored(w, index) for w in windows]
+    for s in others:
+        ids = message_ids(s.item)
+        if ids and all(any(allowed[t] for t in index.turns_of_message.get(i, ()))
+                       for i in ids):
+            continue
+        # Derived nodes (summaries, concepts, inferences) cite no turn of their own and take
+        # the weight; a fact added directly (add_memories, an MCP add) is its own evidence.
+        md = s.item.metadata
+        derived = md.hierarchy_level != "fact" or md.type == "reasoning"
+        hits.append(s.model_copy(update={"score": round(s.score * weight, 4)}) if derived
+                    else s)
+    hits.sort(key=lambda s: -s.score)
+    return hits[:want]
+
+
 async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
     """The memories answering ``req``, best first, and the mode actually used."""
     filters = parse_search_filter(req.search_filter)
@@ -339,19 +367,32 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         if extra:
             with tracing.span("memstream.search.embed", {"memstream.texts": len(extra)}):
                 vectors.extend(await deps.embedder.embed_queries(extra))
-        candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
-                                  keyed if goal.mode_used == "fast" else None)
-        with tracing.span("memstream.search.fusion") as span:
-            ranked = await rerank(deps, req.cube_id, query_vec, candidates)
-            span.set_attribute("memstream.candidates", len(ranked))
+        types = requested_types(req.memory_type)
+        want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
+        turns = None
+        if deps.settings.search.turn_ranking and "EpisodicMemory" in types:
+            turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
+                deps, req.cube_id, req.query, query_vec, filters, want,
+                statements=any(t in types for t in STORED_TYPES)))
+        try:
+            candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
+                                      keyed if goal.mode_used == "fast" else None,
+                                      turns is not None)
+            with tracing.span("memstream.search.fusion") as span:
+                ranked = await rerank(deps, req.cube_id, query_vec, candidates)
+                span.set_attribute("memstream.candidates", len(ranked))
+            with tracing.span("memstream.search.materialize"):
+                found = await materialize(req, deps, ranked, candidates, filters, want)
+                if turns is not None:
+                    found = with_turns(await turns, found, deps.settings.search.other_weight,
+                                       want)
+        finally:
+            if turns is not None and not turns.done():
+                turns.cancel()
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
-            shortlist = await materialize(req, deps, ranked, candidates, filters,
-                                          max(req.top_k * 2, 10))
-            picked = dedupe(await reason(req, deps, shortlist))[: req.top_k]
-            return await newer_first(deps, req.cube_id, picked), goal.mode_used
-        with tracing.span("memstream.search.materialize"):
-            found = await materialize(req, deps, ranked, candidates, filters, req.top_k)
-        return await newer_first(deps, req.cube_id, found), goal.mode_used
+            found = dedupe(await reason(req, deps, found))
+        found = await newer_first(deps, req.cube_id, found)
+        return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:

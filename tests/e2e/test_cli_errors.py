@@ -31,6 +31,8 @@ def error_line(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize(("args", "expected"), [
     (["search", "where do I live?", "--top-k", "0"], ["--top-k", "0", "1<=x<=200"]),
     (["search", "where?", "--top-k", "201"], ["--top-k", "1<=x<=200"]),
+    (["search", "where?", "--min-score", "1.5"], ["--min-score", "0<=x<=1"]),
+    (["search", "where?", "--min-score", "-0.1"], ["--min-score", "0<=x<=1"]),
     (["search", ""], ["QUERY", "must not be empty"]),
     (["search", "   "], ["QUERY", "must not be empty"]),
     (["search", "hi", "--user", ""], ["--user", "must not be empty"]),

@@ -1,0 +1,137 @@
+"""A cube's episodes split into turns, with BM25 over turns and over whole episodes.
+
+Search ranks turns, not just whole episodes: an episode's lines are its turns, in the order
+of its message sources, and neighbouring turns of one session (across episode boundaries)
+form the excerpt a hit returns. The index is built from the graph store on first use and
+rebuilt when the cube's count of activated episodes changes (checked on every search, one
+count query) or after ``MAX_AGE_S``; it holds text, never the store's truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memstream.streams.core.lexical import BM25, terms
+from memstream.topics.models import MemoryItem
+
+# A rebuild also happens after this long, for changes a count does not show (an episode
+# deleted and another added between two searches).
+MAX_AGE_S = 60.0
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """One turn: its episode (position in ``EpisodeIndex.episodes``), line and message id."""
+
+    episode: int
+    line: int
+    message_id: str | None
+    text: str
+
+
+# A turn's line names its speaker ("[time] Caroline: …"); a named speaker is worth finding by
+# name, but a bare role ("user", "assistant") is on every line of a chat with an agent and
+# would match every query that says "the user".
+_ROLE_LABEL = re.compile(r"^(\[[^\]\n]*\]\s*)?(user|assistant|system|tool)\s*:", re.I | re.M)
+
+
+def indexed(text: str) -> str:
+    """The words of an episode or turn that keyword ranking reads: role labels left out."""
+    return _ROLE_LABEL.sub(lambda m: m.group(1) or "", text)
+
+
+@dataclass
+class EpisodeIndex:
+    """The turns of a cube's activated episodes, session by session in time order."""
+
+    episodes: list[MemoryItem]
+    turns: list[TurnRef]
+    session_of_turn: list[str]
+    turn_bm25: BM25
+    episode_bm25: BM25
+    episode_of_turn: np.ndarray
+    position: dict[str, int] = field(default_factory=dict)  # episode id -> position
+    turns_of_message: dict[str, list[int]] = field(default_factory=dict)
+    built_at: float = 0.0
+    version: int = 0
+    # statement id -> message ids of the turns it came from (a statement's sources never
+    # change; filled as statements are first met, carried over when the index is rebuilt)
+    statement_messages: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, episodes: list[MemoryItem], version: int) -> EpisodeIndex:
+        episodes = sorted(episodes, key=lambda e: (e.metadata.session_id or "",
+                                                   e.metadata.memory_time or e.metadata.created_at,
+                                                   e.id))
+        turns: list[TurnRef] = []
+        sessions: list[str] = []
+        for pos, episode in enumerate(episodes):
+            ids = [s.message_id for s in episode.metadata.sources
+                   if s.kind == "message" and s.message_id]
+            for line_no, line in enumerate(episode.memory.split("\n")):
+                turns.append(TurnRef(pos, line_no, ids[line_no] if line_no < len(ids) else None,
+                                     line))
+                sessions.append(episode.metadata.session_id or f"episode:{episode.id}")
+        index = cls(
+            episodes=episodes, turns=turns, session_of_turn=sessions,
+            turn_bm25=BM25([terms(indexed(t.text)) for t in turns]),
+            episode_bm25=BM25([terms(indexed(e.memory)) for e in episodes]),
+            episode_of_turn=np.asarray([t.episode for t in turns], dtype=np.int64),
+            position={e.id: i for i, e in enumerate(episodes)},
+            built_at=time.monotonic(), version=version)
+        for i, turn in enumerate(turns):
+            if turn.message_id:
+                index.turns_of_message.setdefault(turn.message_id, []).append(i)
+        return index
+
+
+class EpisodeIndexes:
+    """Per store and cube, the latest ``EpisodeIndex`` (one rebuild at a time per cube)."""
+
+    def __init__(self, max_cubes: int = 64) -> None:
+        self.max_cubes = max_cubes
+        self._indexes: dict[str, EpisodeIndex] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, query: object, cube_id: str) -> EpisodeIndex:
+        from memstream.sinks.query import MemoryQuery
+
+        assert isinstance(query, MemoryQuery)  # noqa: S101
+        counts = await query.count_by_type(cube_id)
+        version = int(counts.get("EpisodicMemory", 0))
+        current = self._indexes.get(cube_id)
+        if current is not None and current.version == version \
+                and time.monotonic() - current.built_at < MAX_AGE_S:
+            return current
+        lock = self._locks.setdefault(cube_id, asyncio.Lock())
+        async with lock:
+            current = self._indexes.get(cube_id)
+            if current is not None and current.version == version \
+                    and time.monotonic() - current.built_at < MAX_AGE_S:
+                return current
+            episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
+            index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
+            if current is not None:
+                index.statement_messages = current.statement_messages
+            self._indexes.pop(cube_id, None)
+            self._indexes[cube_id] = index
+            while len(self._indexes) > self.max_cubes:
+                self._indexes.pop(next(iter(self._indexes)))
+            return index
+
+
+_by_query: weakref.WeakKeyDictionary[object, EpisodeIndexes] = weakref.WeakKeyDictionary()
+
+
+def indexes_for(query: object) -> EpisodeIndexes:
+    """The indexes of one store (a worker's stores live as long as its ``Deps``)."""
+    found = _by_query.get(query)
+    if found is None:
+        found = _by_query[query] = EpisodeIndexes()
+    return found

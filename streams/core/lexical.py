@@ -1,0 +1,66 @@
+"""Okapi BM25 over stemmed words, for ranking turns and episodes inside the search stage.
+
+The graph store's full-text index recalls by words but scores with its own TF-IDF and
+no stemming ("painting" never meets "paint"); on LoCoMo, BM25 over stemmed words lifted
+chunk recall@10 from 0.823 to 0.855 (bench/retrieval_quality.py). Words come from
+``sinks.fulltext.words`` (stopwords out, Chinese segmented), Latin ones Snowball-stemmed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import snowballstemmer
+
+from memstream.sinks.fulltext import words
+
+_lock = threading.Lock()
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    if not word.isascii() or not word.isalpha():
+        return word
+    with _lock:  # the Snowball stemmer keeps state between calls
+        return str(_stemmer.stemWord(word))
+
+
+def terms(text: str) -> list[str]:
+    """The stemmed index words of ``text``, repeats kept."""
+    return [_stem(w) for w in words(text)]
+
+
+class BM25:
+    """Okapi BM25 (k1 1.2, b 0.75) over documents given as term lists."""
+
+    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.asarray([len(d) for d in docs], dtype=np.float64)
+        for i, doc in enumerate(docs):
+            for term, count in Counter(doc).items():
+                self.postings.setdefault(term, []).append((i, count))
+        n = len(docs)
+        self.size = n
+        avg = float(lengths.mean()) if n and lengths.sum() else 1.0
+        self.norm = k1 * (1 - b + b * lengths / avg)
+        self.k1 = k1
+        self.idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
+                    for t, p in self.postings.items()}
+
+    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
+        """Each document's score for the distinct ``query_terms`` (0 where none occurs)."""
+        out = np.zeros(self.size)
+        for term in dict.fromkeys(query_terms):
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            rows = np.fromiter((i for i, _ in posting), dtype=np.int64, count=len(posting))
+            freq = np.fromiter((c for _, c in posting), dtype=np.float64, count=len(posting))
+            out[rows] += self.idf[term] * freq * (self.k1 + 1) / (freq + self.norm[rows])
+        return out

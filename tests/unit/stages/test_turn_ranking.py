@@ -1,0 +1,90 @@
+"""Turn ranking (streams/core/turn_ranking.py): a hit is the turn that answers, with its
+neighbours as an excerpt, carried by the statement extracted from it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from memstream.streams.core.lexical import BM25, terms
+from memstream.streams.core.retrieval import search
+from memstream.streams.extraction.logic import extract
+from memstream.streams.memory.logic import add_memories
+from memstream.streams.runtime.stage import Deps
+from memstream.topics.events import ConversationChunk, ExtractedMemory, Message, SearchRequest
+from tests.support.doubles import ManualClock, events_of, memory_deps, record, records
+
+T = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+TURNS = [
+    ("user", "We finally booked the summer trip."),
+    ("assistant", "Where are you going?"),
+    ("user", "To Lisbon, for two weeks in July."),
+    ("assistant", "Lovely. Anything else new?"),
+    ("user", "My brother started a bakery in Porto."),
+    ("assistant", "What does he bake?"),
+    ("user", "Mostly sourdough and custard tarts."),
+    ("assistant", "Sounds delicious."),
+    ("user", "I also adopted a grey cat called Miso."),
+    ("assistant", "Congratulations!"),
+]
+
+
+async def _ingest(deps: Deps, cube: str = "alice") -> None:
+    """Two chat chunks of one session (five turns each), extracted and stored."""
+    for start in (0, 5):
+        messages = tuple(
+            Message(id=f"m{i}", role=role, content=text,  # type: ignore[arg-type]
+                    timestamp=T + timedelta(minutes=i))
+            for i, (role, text) in enumerate(TURNS) if start <= i < start + 5)
+        chunk = ConversationChunk(user_id=cube, cube_id=cube, session_id="s1", occurred_at=T,
+                                  messages=messages)
+        items = events_of(await extract([record(chunk)], deps), ExtractedMemory)
+        await add_memories(records(items), deps)
+
+
+def ask(query: str, **fields: object) -> SearchRequest:
+    return SearchRequest(user_id="alice", query=query, **fields)  # type: ignore[arg-type]
+
+
+def test_bm25_ranks_by_stemmed_words() -> None:
+    docs = [terms(t) for t in ("I love painting landscapes.", "We paint walls.", "Tea time.")]
+    scores = BM25(docs).scores(terms("painted"))
+    assert scores[2] == 0 and scores[0] > 0 and scores[1] > 0
+
+
+async def test_the_turn_that_answers_comes_first_with_its_neighbours(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    found, _ = await search(ask("What does my brother's bakery sell?", top_k=3), deps)
+    first = found[0]
+    # the statement of the turn, with the turns around it (across the episode boundary)
+    assert first.excerpt is not None and "sourdough" in first.excerpt
+    assert first.item.metadata.memory_type != "EpisodicMemory"
+    assert first.episode_id is not None
+    assert set(first.excerpt_ids) <= {f"m{i}" for i in range(10)}
+    assert {"m4", "m6"} <= set(first.excerpt_ids)  # across the two episodes
+    # every turn is returned at most once, and scores are in 0..1, best first
+    ids = [i for hit in found for i in hit.excerpt_ids]
+    assert len(ids) == len(set(ids))
+    scores = [hit.score for hit in found]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+
+
+async def test_min_score_and_types_are_honoured(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    every, _ = await search(ask("Where is the summer trip?", top_k=5), deps)
+    cut = every[0].score
+    top, _ = await search(ask("Where is the summer trip?", top_k=5, min_score=cut), deps)
+    assert [h.score for h in top] == [h.score for h in every if h.score >= cut]
+    episodes, _ = await search(ask("Where is the summer trip?", memory_type="EpisodicMemory"),
+                               deps)
+    assert episodes and all(h.item.metadata.memory_type == "EpisodicMemory" for h in episodes)
+    assert "Lisbon" in (episodes[0].excerpt or "")
+
+
+async def test_turn_ranking_off_returns_whole_memories(tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, clock=ManualClock(T), search={"turn_ranking": False})
+    await _ingest(deps)
+    found, _ = await search(ask("What does my brother's bakery sell?"), deps)
+    assert found and all(h.excerpt is None for h in found)
