@@ -80,8 +80,8 @@ def test_neo4j_ddl_is_idempotent_and_named() -> None:
     for key, statement in cypher.NEO4J.schema:
         assert statement.startswith(("CREATE CONSTRAINT ", "CREATE INDEX ",
                                      "CREATE FULLTEXT INDEX "))
-        label = "Memory" if key not in ("cube_access", "llm_spend") else \
-            {"cube_access": "CubeAccess", "llm_spend": "LLMSpend"}[key]
+        label = {"cube_access": "CubeAccess", "llm_spend": "LLMSpend",
+                 "llm_answer": "LLMAnswer"}.get(key, "Memory")
         assert f" {key} IF NOT EXISTS FOR (n:{label}) " in statement
     assert cypher.NEO4J.indexed_properties is None
     assert "memory_search_text" in cypher.NEO4J.fulltext_call
