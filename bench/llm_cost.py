@@ -4,7 +4,7 @@ takes when every call takes real time (issue #30).
     python bench/llm_cost.py PATH [--conversations N] [--turns N] [--latency-ms 500]
                              [--modes rules,instant,slow]
 
-PATH is a LoCoMo-format JSON file (e.g. ``../shared/data/locomo-dev/locomo-dev.json``; read
+PATH is a LoCoMo-format JSON file (such as the LoCoMo dev split; read
 its README for the licence; never copy it into the repository). Every conversation goes into
 one cube per speaker in chunks of 5 turns, as bench/load.py publishes them; ``--turns`` cuts
 each conversation. On one embedded stack (noida-db, FalkorDB, Milvus Lite, local e5), each

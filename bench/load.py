@@ -3,7 +3,7 @@
     python bench/load.py PATH [--conversations N] [--max-turns N] [--chunk 5]
     python bench/load.py PATH --sustained [--minutes 5] [--rates 0.5,1,2,4]
 
-PATH is a LoCoMo-format JSON file (e.g. ``../shared/data/locomo-dev/locomo-dev.json``; read
+PATH is a LoCoMo-format JSON file (such as the LoCoMo dev split; read
 its README for the licence; never copy it into the repository). Every conversation goes
 into one cube per speaker, in chunks of ``--chunk`` turns (the cube's speaker as ``user``),
 as bench/retrieval_quality.py publishes them. ``--max-turns`` cuts each conversation for a

@@ -9,14 +9,14 @@ add stage stores them) to get the cosine similarity the stage would see, runs th
 class and accuracy, per language and in total. A second table applies the stage's
 candidate threshold (pairs below it never reach the judge and stay independent), and
 a baseline row shows what similarity alone would do (>= merge threshold → redundant).
-Then the two figures SPEC §9 asks of rules mode, as the add stage acts on the verdicts
+Then the two figures rules mode must show, as the add stage acts on the verdicts
 (only a ``redundant`` pair is merged; a ``contradictory`` one becomes a ``CONFLICT`` edge,
 both kept): the duplicate-merge recall (labelled duplicates merged) and the false-merge rate
 on the near-miss set — look-alike pairs that must stay apart (different subjects, a plan or
 a trip next to a home, two languages, the same thing at two times), where a merge would
 archive a true fact (goal 0). Each near-miss class is shown, with the ``CONFLICT`` edges
 the judge would add and what a stage that archived every non-independent verdict (main
-before SPEC §9) would have lost.
+before) would have lost.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ ingestion that produced the events.
 
     python bench/optimizer_cost.py PATH [--max-turns 400] [--conversation 0]
 
-PATH is a LoCoMo-format JSON file (e.g. ``../shared/data/locomo-dev/locomo-dev.json``; never
+PATH is a LoCoMo-format JSON file (such as the LoCoMo dev split; never
 copy it into the repository). On the embedded default (noida-db, FalkorDB, Milvus Lite, rules
 LLM, local e5 embedder), in this process and with nothing else running:
 

@@ -7,7 +7,7 @@ would build instead over the very chunks memstream ingests.
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
 ``question``, ``evidence`` turn ids, ``category``). The data is not part of memstream: pass
-its path (e.g. ``../shared/data/locomo-dev/locomo-dev.json``; read its README for the licence).
+its path (a LoCoMo-format file; read its README for the licence).
 
 memstream: the embedded stack and a worker (rules extraction, local e5 embedder), one cube
 per speaker; every session is published through ``MemoryClient.add_messages`` in chunks of

@@ -1,4 +1,4 @@
-"""Dump a cube to a JSON file, load it back, and keep rotating backups (SPEC §3.6).
+"""Dump a cube to a JSON file, load it back, and keep rotating backups.
 
 The file is a ``CubeGraph``: nodes, edges, and each node's vector. Vectors are
 float32 in Milvus; JSON keeps their exact value, so a round trip is lossless.

@@ -54,7 +54,7 @@ class WorkerApp(faust.App):
     ``topic_allow_declare`` is off, so faust never creates the topics it owns (table
     changelogs); a stage that declares a table registers a hook creating its changelog
     with the admin client, and every topic exists before the consumer subscribes (an
-    auto-created topic stalls a fresh start: INFRA.md).
+    auto-created topic stalls a fresh start).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""Who may use a cube: its owner, and the users it is shared with (SPEC §3.6).
+"""Who may use a cube: its owner, and the users it is shared with.
 
 A cube's first writer becomes its owner; the owner shares it for reading or writing with
 ``share_cube`` and withdraws that with ``unshare_cube``. A cube with no record yet is

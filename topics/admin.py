@@ -1,6 +1,6 @@
 """Create the contract's topics before anything produces or consumes, and read offsets and lag.
 
-Topic auto-creation stalls a fresh start (INFRA.md: aiokafka's producer loses metadata
+Topic auto-creation stalls a fresh start (aiokafka's producer loses metadata
 for topics it already knew once another topic is auto-created), so every topic of the
 registry is created up front, idempotently, and we wait until each partition has a leader.
 """

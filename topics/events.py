@@ -1,4 +1,4 @@
-"""Event models of the public topic contract (SPEC §4).
+"""Event models of the public topic contract.
 
 Every value is a frozen, versioned pydantic model carrying ``event_id``,
 ``user_id``, ``cube_id`` (defaults to the user id), ``occurred_at`` (UTC) and

@@ -1,6 +1,6 @@
 """Deterministic ids: the same input always names the same node or event.
 
-Replays and redeliveries therefore upsert instead of duplicating (SPEC §7).
+Replays and redeliveries therefore upsert instead of duplicating.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Domain models shared by the contract, the stages and the stores.
 
-A memory node is a ``MemoryItem``: an id, the text, and metadata (SPEC §2). The
+A memory node is a ``MemoryItem``: an id, the text, and metadata. The
 embedding lives in the vector store, never on the node.
 """
 
@@ -157,7 +157,7 @@ class MemoryMetadata(MemoryDescription):
 
 
 class MemoryItem(Frozen):
-    """A memory node (SPEC §2)."""
+    """A memory node."""
 
     id: str
     memory: str = Field(min_length=1)

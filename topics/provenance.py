@@ -1,4 +1,4 @@
-"""History, time travel and provenance, read from the log (SPEC §7).
+"""History, time travel and provenance, read from the log.
 
 Every change of a memory is a ``memory.updates`` event with a snapshot of the node after
 it, so the log alone answers "how did this memory change" (``memory_history``), "what did

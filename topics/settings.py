@@ -153,7 +153,7 @@ class EmbedderSettings(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    """Capacities and merge thresholds of the add/merge stage (SPEC §2, §3.2)."""
+    """Capacities and merge thresholds of the add/merge stage."""
 
     working_memory_capacity: int = Field(default=20, ge=1)
     long_term_memory_capacity: int = Field(default=1500, ge=1)
@@ -210,7 +210,7 @@ class WorkerSettings(BaseModel):
 
 
 class SearchSettings(BaseModel):
-    """Searcher defaults (SPEC §3.4)."""
+    """Searcher defaults."""
 
     default_top_k: int = Field(default=10, ge=1)
     topic_weight: float = 0.9
@@ -258,7 +258,7 @@ class SearchSettings(BaseModel):
 
 
 class ReorganizeSettings(BaseModel):
-    """Optimizer cadence (SPEC §3.3)."""
+    """Optimizer cadence."""
 
     enabled: bool = True
     optimize_interval_s: float = Field(default=100.0, gt=0)
@@ -271,7 +271,7 @@ class ReorganizeSettings(BaseModel):
 
 
 class SchedulerSettings(BaseModel):
-    """Memory scheduler (SPEC §3.5)."""
+    """Memory scheduler."""
 
     enabled: bool = True
     retrieval_interval_s: float = Field(default=300.0, gt=0)
@@ -293,7 +293,7 @@ class SchedulerSettings(BaseModel):
 
 
 class LifecycleSettings(BaseModel):
-    """Archive and expiry (SPEC §2 lifecycle): a periodic sweep per cube, each change a
+    """Archive and expiry: a periodic sweep per cube, each change a
     ``memory.updates`` event. Durations accept seconds or ISO 8601 (``P90D``); null: off."""
 
     enabled: bool = True

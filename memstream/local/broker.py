@@ -1,6 +1,6 @@
 """Launch a local Kafka-protocol broker that ships inside a PyPI wheel (noida-db or tansu).
 
-Neither Apache Kafka nor Redpanda installs from PyPI; these two do (see INFRA.md). Both
+Neither Apache Kafka nor Redpanda installs from PyPI; these two do. Both
 are young, so they sit behind one small interface, and a configured bootstrap server
 always wins over them (``resolve_bootstrap``). POSIX only: brokers run in their own
 session and are stopped by process group.

@@ -50,7 +50,7 @@ class FalkorDBServer:
 
     ``port=None`` picks a free port. ``bolt_port`` also opens FalkorDB's Bolt endpoint
     (0 picks a free one; FalkorDB accepts at most 32767); it is a test aid for the Neo4j
-    adapter, see INFRA.md for its limits, and it listens on all interfaces.
+    adapter, its parameters are pasted into the query text, and it listens on all interfaces.
     """
 
     def __init__(

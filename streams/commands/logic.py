@@ -1,4 +1,4 @@
-"""Command stage (SPEC §3.6): update, delete, delete_cube, dump, load, backup.
+"""Command stage: update, delete, delete_cube, dump, load, backup.
 
 Every change is announced on ``memory.updates``. Commands are idempotent: a
 redelivered delete deletes nothing more, a redelivered update writes the same node.

@@ -1,4 +1,4 @@
-"""Suspected contradictions kept side by side (SPEC §9).
+"""Suspected contradictions kept side by side.
 
 Without a model, the add stage never archives a memory because surface cues suggest the
 new one contradicts it: it links the two with a ``CONFLICT`` edge (newer → older) and keeps

@@ -1,4 +1,4 @@
-"""Lifecycle (SPEC §2): archive unused nodes, expire long-archived ones, freeze and unfreeze.
+"""Lifecycle: archive unused nodes, expire long-archived ones, freeze and unfreeze.
 
 generated → activated → merged → archived → expired, each transition a ``memory.updates``
 event. A sweep decides from its own event time (``LifecycleSweep.occurred_at``) and the

@@ -1,4 +1,4 @@
-"""Conflict detection and merging (SPEC §3.2 steps 3–4).
+"""Conflict detection and merging.
 
 For a new long-term node: the most similar activated nodes of the same type in the cube
 are its candidates, and one review of the chunk (``streams.core.review``) names the one it

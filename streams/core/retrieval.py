@@ -1,4 +1,4 @@
-"""The Searcher (SPEC §3.4): goal parsing, parallel recall, rerank, reasoning, trim.
+"""The Searcher: goal parsing, parallel recall, rerank, reasoning, trim.
 
 Pure async logic over the ports: a ``SearchRequest`` and ``Deps`` in, scored
 memories out. Usage is recorded by the caller after the reply is sent.

@@ -1,4 +1,4 @@
-"""Working memory, shared by the add stage, the scheduler and commands (SPEC §3.2, §3.4).
+"""Working memory, shared by the add stage, the scheduler and commands.
 
 What a working-memory copy is (``working_copy``), which nodes may enter (``admissible``),
 how an entry stands for a copy (``Entry``), and the sink that makes a cube's
@@ -64,7 +64,7 @@ def entry_of_node(node: MemoryItem) -> Entry:
 
 
 def working_copy(node: MemoryItem) -> MemoryItem:
-    """Every new memory also enters working memory (SPEC §3.2 step 2)."""
+    """Every new memory also enters working memory."""
     return MemoryItem(
         id=working_copy_id(node.id),
         memory=node.memory,

@@ -1,4 +1,4 @@
-"""Extraction stage (MemReader, SPEC §3.1): conversation chunks → candidate memories.
+"""Extraction stage (MemReader): conversation chunks → candidate memories.
 
 Pure async logic. Ids are deterministic (cube + source messages or doc chunk +
 item index), so extracting the same chunk twice yields the same items.

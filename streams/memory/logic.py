@@ -1,4 +1,4 @@
-"""Add stage (SPEC §3.2, steps 1, 2, 5, 6, 7): embed, store, enforce capacities, announce.
+"""Add stage: embed, store, enforce capacities, announce.
 
 Pure async logic: extracted memories and ``Deps`` in, events to publish out.
 Writes are idempotent upserts keyed by deterministic ids, so a replayed or

@@ -1,4 +1,4 @@
-"""Cube access checks for every request and every write (SPEC §3.6).
+"""Cube access checks for every request and every write.
 
 A request whose user may not read the cube gets an error reply naming the cube; a write
 (conversation, memory, command) whose user may not write it is dead-lettered with the

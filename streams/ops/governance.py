@@ -1,4 +1,4 @@
-"""Search under backlog: while extraction lags, a fine search runs as fast (SPEC §7)."""
+"""Search under backlog: while extraction lags, a fine search runs as fast."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Concept aggregation (SPEC §3.3, on ``add``): is a group sharing tags worth a concept node?
+"""Concept aggregation: is a group sharing tags worth a concept node?
 
 ``AggregateContext`` (the members and the tags they share) in, chat messages out, answers
 validated by ``AggregateResponse``: ``create`` and, when true, the concept's ``key``,

@@ -1,4 +1,4 @@
-"""Conflict detection (SPEC §3.2 step 4) as a typed task: how a new memory relates to an old one.
+"""Conflict detection as a typed task: how a new memory relates to an old one.
 
 ``JudgeContext`` in (both statements, their timestamps, the embedding similarity and
 the merge threshold), chat messages out (``render``), answers validated by

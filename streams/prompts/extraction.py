@@ -1,4 +1,4 @@
-"""Memory extraction (MemReader, SPEC §3.1) as a typed task.
+"""Memory extraction (MemReader) as a typed task.
 
 ``ExtractionContext`` in, chat messages out (``render``), answers validated by
 ``ExtractionResponse``; the ``rules`` stand-in is ``streams.llm.rules.extraction``. Nothing here

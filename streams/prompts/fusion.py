@@ -1,4 +1,4 @@
-"""Memory fusion (SPEC §3.2 step 4, resolution) as a typed task: two memories become one.
+"""Memory fusion as a typed task: two memories become one.
 
 ``FusionContext`` (both memories with timestamps, and the judged relation) in, chat
 messages out, answers validated by ``FusionResponse``. The ``rules`` stand-in never

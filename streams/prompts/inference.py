@@ -1,4 +1,4 @@
-"""Inferred facts (SPEC §3.3): what follows from a CAUSE or CONDITION pair, as a typed task.
+"""Inferred facts: what follows from a CAUSE or CONDITION pair, as a typed task.
 
 ``InferenceContext`` (the source and target of a detected CAUSE/CONDITION link) in, chat
 messages out, answers validated by ``InferenceResponse``: one statement beginning "It can be

@@ -1,4 +1,4 @@
-"""The optimizer's one question per reorganize event (SPEC §3.3, on ``add``): links, the facts
+"""The optimizer's one question per reorganize event: links, the facts
 they imply, and concept nodes, for all of a chunk's new memories at once.
 
 Asking per pair cost a call for every neighbour of every new node (35 calls per turn on

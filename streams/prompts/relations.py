@@ -1,4 +1,4 @@
-"""Relation detection (SPEC §3.3, on ``add``) as a typed task: a new memory and one neighbour.
+"""Relation detection as a typed task: a new memory and one neighbour.
 
 ``RelationContext`` (the new node and one stored neighbour, with tags, entities, times and
 sessions) in, chat messages out, answers validated by ``RelationResponse``: CAUSE,

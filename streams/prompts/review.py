@@ -1,4 +1,4 @@
-"""Conflict detection and fusion (SPEC §3.2 step 4) for a chunk's new memories in one call.
+"""Conflict detection and fusion for a chunk's new memories in one call.
 
 Judging every (new, similar stored) pair on its own, then fusing each merged pair in a
 second call, cost ~21 calls per turn on LoCoMo. ``ReviewContext`` lists each new memory of

@@ -1,4 +1,4 @@
-"""The memory scheduler's model tasks (SPEC §3.5).
+"""The memory scheduler's model tasks.
 
 ``KEYWORDS`` (query → keywords, with ``fallback_keywords`` for when no model
 answers) and ``RETRIEVAL_DECISION`` (does working memory already cover the

@@ -1,4 +1,4 @@
-"""Reordering and filtering the scheduler's working-memory candidates (SPEC §3.5).
+"""Reordering and filtering the scheduler's working-memory candidates.
 
 ``RERANK`` orders candidates by relevance to the recent queries, ``FILTER``
 drops unrelated ones. Answers are indices and the model cannot know how many

@@ -1,4 +1,4 @@
-"""The Searcher's model tasks (SPEC §3.4): fine-mode goal parsing and memory selection.
+"""The Searcher's model tasks: fine-mode goal parsing and memory selection.
 
 ``GOAL_PARSER`` turns a query (plus chat history and the top vector hits) into
 search keys, tags and 2–5 memory-shaped rephrasings; ``REASONER`` picks the

@@ -1,4 +1,4 @@
-"""Cluster summaries (SPEC §3.3, periodic optimization): one parent node per cluster.
+"""Cluster summaries: one parent node per cluster.
 
 ``SummaryContext`` (the cluster's members and the level wanted: ``concept`` over facts,
 ``topic`` over concept summaries) in, chat messages out, answers validated by

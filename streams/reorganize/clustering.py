@@ -30,7 +30,7 @@ Contract of ``hierarchy`` (``cluster`` returns its concepts only):
    ``max_size`` rows; those pieces are its concepts.
 3. Groups smaller than ``min_size`` are left out (``unclustered``): they wait for the next run.
 
-Using it for the optimizer's periodic run (SPEC §3.3): pass the parentless fact-level nodes;
+Using it for the optimizer's periodic run: pass the parentless fact-level nodes;
 write a ``concept`` summary with ``PARENT`` edges for each concept and a ``topic`` summary over
 the concept summaries of each topic. Parentless concept summaries from earlier runs are
 not facts: keep them out of that set. Once more than ``max_size`` of them hang below the

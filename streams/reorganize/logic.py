@@ -1,4 +1,4 @@
-"""Optimizer, event side (SPEC §3.3): what one reorganize event does to a cube's graph.
+"""Optimizer, event side: what one reorganize event does to a cube's graph.
 
 ``add`` (one event per chunk): ``FOLLOWS`` in session time order, then, in one model call
 for all the event's facts (``organize``), relations with bounded neighbours, an inferred

@@ -1,4 +1,4 @@
-"""Periodic structure optimization (SPEC §3.3): parentless facts → concept → topic tree.
+"""Periodic structure optimization: parentless facts → concept → topic tree.
 
 A scope is (cube, memory type). It runs only when nodes arrived since its last run,
 never twice at once. Candidates are activated facts without a parent; clusters of

@@ -1,4 +1,4 @@
-"""Replay (SPEC §7): rebuild a cube's views — graph, vectors, working memory — from the log.
+"""Replay: rebuild a cube's views — graph, vectors, working memory — from the log.
 
 The retained topics are the source of truth: ``memory.items`` (what extraction produced
 and what was added directly), ``memory.commands`` (updates, deletes, working-memory

@@ -1,4 +1,4 @@
-"""Activation memory (SPEC §3.5): a cube's working memory as a ready-to-prepend block.
+"""Activation memory: a cube's working memory as a ready-to-prepend block.
 
 At an interval, every cube with scheduler activity since its last render gets its
 working memory rendered and published on ``activation-memory``, so an agent can

@@ -1,4 +1,4 @@
-"""The memory scheduler's handlers (SPEC §3.5): route by label, then query / answer / add.
+"""The memory scheduler's handlers: route by label, then query / answer / add.
 
 Pure async logic: a message, the cube's ``CubeState`` and ``Deps`` in; the next
 state and the events to publish out. The agent owns the faust Table and writes

@@ -1,4 +1,4 @@
-"""Choosing the next working memory (SPEC §3.5): combine, deduplicate, rerank, filter, trim.
+"""Choosing the next working memory: combine, deduplicate, rerank, filter, trim.
 
 Current working memory comes first, then the newly retrieved memories. Items
 shorter than ``min_chars``, exact repeats and near-duplicates (embedding cosine at

@@ -1,4 +1,4 @@
-"""What the scheduler remembers about each cube between messages (SPEC §3.5).
+"""What the scheduler remembers about each cube between messages.
 
 Plain pydantic, so the logic is testable without faust. The agent keeps one
 ``CubeState`` per cube in a faust Table (JSON values, changelog-backed), so the

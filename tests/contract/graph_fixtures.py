@@ -2,7 +2,7 @@
 
 - ``falkordb``: the native client against a FalkorDB started for the session.
 - ``neo4j-bolt``: the Neo4j adapter (official driver) against FalkorDB's Bolt endpoint,
-  on a second server of its own (that endpoint can crash the process, see INFRA.md).
+  on a second server of its own (that endpoint can crash the process).
   Bolt speaks FalkorDB's Cypher, so the adapter runs with the FalkorDB dialect (index
   DDL is the only part that differs); its batches stay small to keep every request under
   the endpoint's 4 KB parameter buffer. One driver serves the whole session because a new

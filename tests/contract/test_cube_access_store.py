@@ -31,7 +31,7 @@ async def test_access_records_round_trip_and_stay_out_of_the_memories(
     assert await graph_store.get_cube_access(cube) == access
     assert access.may_read("bob") and not access.may_write("bob")
 
-    # (no quotes in names: FalkorDB's Bolt shim pastes parameters into the query, INFRA.md)
+    # (no quotes in names: FalkorDB's Bolt shim pastes parameters into the query)
     changed = access.shared("bob", "write").shared("carol 朋友", "read")
     await graph_store.set_cube_access(changed)
     back = await graph_store.get_cube_access(cube)

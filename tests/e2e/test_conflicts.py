@@ -1,4 +1,4 @@
-"""Rules mode never archives on a guess (SPEC §9) — real broker and stores, through the
+"""Rules mode never archives on a guess — real broker and stores, through the
 client and the rules extractor: near misses stay apart, a suspected contradiction is a
 ``CONFLICT`` edge with both kept and the newer first in search, duplicates still merge."""
 

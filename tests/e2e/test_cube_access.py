@@ -1,4 +1,4 @@
-"""Cube access (SPEC §3.6): a cube belongs to its first writer and is shared by its owner;
+"""Cube access: a cube belongs to its first writer and is shared by its owner;
 every request and write is checked — real broker, FalkorDB and Milvus Lite."""
 
 from __future__ import annotations

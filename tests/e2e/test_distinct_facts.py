@@ -49,7 +49,7 @@ async def test_forty_distinct_facts_all_stay_activated_while_a_move_is_flagged(
     assert sorted(n.memory for n in nodes["activated"]) == sorted(facts)
     assert "archived" not in nodes
     # first person, as the rules extractor stores it: without a model a move is a suspected
-    # contradiction (SPEC §9), a CONFLICT edge between the two, both kept
+    # contradiction, a CONFLICT edge between the two, both kept
     token = await pipeline.client.add_memories("df1", ["I live in Berlin."])
     await pipeline.client.wait_applied(token, timeout=60)
     token = await pipeline.client.add_memories("df1", ["I moved to Munich."])

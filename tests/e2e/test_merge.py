@@ -68,7 +68,7 @@ async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pip
 
 
 async def test_a_move_is_a_conflict_without_a_model_both_kept(pipeline: Pipeline) -> None:
-    """Rules mode never archives on a guess (SPEC §9): CONFLICT, newer → older, both kept."""
+    """Rules mode never archives on a guess: CONFLICT, newer → older, both kept."""
     await say(pipeline, "p2", "Alice lives in Berlin.", "Alice moved to Lisbon.")
     await say(pipeline, "p3", "用户的朋友小王住在上海。", "小王搬到了北京。")
     for cube, new_place, old_place in (("p2", "Lisbon", "Berlin"), ("p3", "北京", "上海")):
@@ -146,7 +146,7 @@ async def test_replaying_the_input_changes_nothing(add_stage_only: Pipeline) -> 
     after = await pipeline.deps.store.graph.export_cube("p7")
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    # the rewording merges; the two moves are CONFLICT edges without a model (SPEC §9)
+    # the rewording merges; the two moves are CONFLICT edges without a model
     assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 1
     assert len([e for e in after.edges if e.type == "CONFLICT"]) == 2
     updates_after = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)

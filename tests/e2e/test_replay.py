@@ -82,7 +82,7 @@ async def feed(p: Pipeline, cube: str, name: str) -> None:
     await c.wait_applied(chats, timeout=120)
     await c.wait_applied(token, timeout=120)
     # Related facts (CAUSE, RELATE_TO, FOLLOWS), a move (without a model a CONFLICT edge,
-    # SPEC §9) and a rewording that archives a node (MERGED_TO).
+    #) and a rewording that archives a node (MERGED_TO).
     await c.add_memories(cube, [{"memory": text, "tags": tags} for text, tags in TRIP],
                          session_id="trip")
     await c.add_memories(cube, [f"{name}'s friend Alice lives in Berlin."])

@@ -14,7 +14,7 @@ import pytest
 
 from memstream.local.milvus_server import MilvusServer, MilvusServerError
 
-# Ready in ~5 s on an idle machine, ~40 s on a busy one (INFRA.md).
+# Ready in ~5 s on an idle machine, ~40 s on a busy one.
 MILVUS_START_TIMEOUT_S = 180.0
 # A loaded server often hangs in its own shutdown (retrying its stopped root coordinator);
 # its data is temporary, so it gets 10 s before SIGKILL.

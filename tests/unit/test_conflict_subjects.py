@@ -41,7 +41,7 @@ def test_the_rules_judge_keeps_every_near_miss_pair_independent(similarity: floa
     assert wrong == []
 
 
-# Near-miss classes about one subject (SPEC §9): the judge, not the subject guard, keeps them.
+# Near-miss classes about one subject: the judge, not the subject guard, keeps them.
 SAME_SUBJECT_KINDS = {"plan-vs-residence", "trip-vs-home", "different-time"}
 
 

@@ -16,7 +16,7 @@ SPEC_TOPICS = {
     "conversations", "memory.items", "memory.commands", "memory.updates", "reorganize.high",
     "reorganize.normal", "reorganize.low", "schedule.query", "schedule.answer", "schedule.add",
     "working-memory", "activation-memory", "requests", "replies", "dead-letter",
-    "cube-views",  # beyond the SPEC list: promote (streams/runtime/views.py)
+    "cube-views",  # beyond the original topic list: promote (streams/runtime/views.py)
 }
 
 

@@ -1,4 +1,4 @@
-"""The cues the rules judge holds back on (SPEC §9): plans, trips and relative times."""
+"""The cues the rules judge holds back on: plans, trips and relative times."""
 
 from __future__ import annotations
 

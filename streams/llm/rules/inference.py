@@ -9,5 +9,5 @@ from memstream.streams.prompts.inference import (
 
 
 def rules(ctx: InferenceContext) -> InferenceResponse:
-    """No inferred facts without a model (SPEC: rules mode writes no reasoning nodes)."""
+    """No inferred facts without a model (rules mode writes no reasoning nodes)."""
     return InferenceResponse(fact=None)

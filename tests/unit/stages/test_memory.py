@@ -102,7 +102,7 @@ async def test_the_same_item_twice_in_one_batch_is_one_node(tmp_path: Path) -> N
 async def test_without_a_model_a_contradiction_is_a_conflict_edge_both_kept(
     tmp_path: Path,
 ) -> None:
-    """SPEC §9: the rules judge's contradiction is a guess; nothing is archived on it."""
+    """Without a model the rules judge's contradiction is a guess; nothing is archived on it."""
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
     out = await add(deps, item("Alice moved to Lisbon.", day=1))
