@@ -55,3 +55,16 @@ async def undecided(deps: Deps, node: MemoryItem,
     rows = {r.id: r.vector for r in await deps.query.vectors(cube, [n.id for n in found])}
     found.sort(key=lambda n: (n.metadata.created_at, n.id))
     return [(n.evolve(status="activated"), rows[n.id]) for n in found if n.id in rows]
+
+
+async def decided_with(deps: Deps, node: MemoryItem,
+                       exclude: Collection[str]) -> list[MemoryItem]:
+    """The chunk's facts from earlier batches that its last fact ``node`` decided (they are no
+    longer ``generated``), in log order: what that fact's delivery announced with it."""
+    cube = node.metadata.cube_id
+    ids = [i for i in await chunk_facts(deps, node) if i not in exclude and i != node.id]
+    if not ids:
+        return []
+    found = [n for n in await deps.query.get_nodes(cube, ids) if n.metadata.status != "generated"]
+    found.sort(key=lambda n: (n.metadata.created_at, n.id))
+    return found

@@ -156,6 +156,15 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
         elif nid in vectors:
             out.append(added(node, base))
         else:
+            if record.value.index == record.value.count - 1 and judged(node, deps) \
+                    and deps.settings.memory.conflict_detection:
+                # the chunk's last fact decided the facts an earlier batch left undecided:
+                # delivered again, it announces them again (their first announcement may be
+                # what a broker lost), under the same ids
+                for sibling in await chunks.decided_with(deps, node, unique):
+                    out += await redeliver(sibling, {
+                        **base, "user_id": sibling.metadata.user_id,
+                        "cause_event_id": derived_event_id("extracted", sibling.id)}, deps)
             out += await redeliver(node, base, deps)
 
     touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}

@@ -85,6 +85,32 @@ def reader_dir(tmp_path: Path) -> Iterator[Path]:
                    timeout=120, check=False)  # never leave services behind
 
 
+def _serve_once(args: list[str], cwd: Path) -> str:
+    """Start a server command on its ``--http`` port, wait until it answers, stop it."""
+    import socket
+    import time
+
+    port = int(args[args.index("--http") + 1])
+    proc = subprocess.Popen([*MEMSTREAM, *args[1:]], cwd=cwd, env=_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"{' '.join(args)} ended: {proc.stdout.read()[-2000:]}"
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return f"served on {port}"
+            time.sleep(0.5)
+        raise AssertionError(f"{' '.join(args)} did not listen on {port} within 120 s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def test_every_shell_line_runs_in_order(reader_dir: Path) -> None:
     outputs: dict[str, str] = {}
     for page, body in blocks("sh"):
@@ -97,6 +123,9 @@ def test_every_shell_line_runs_in_order(reader_dir: Path) -> None:
                     assert extra in EXTRAS and set(EXTRAS[extra]) <= set(EXTRAS["dev"]), line
                 continue
             assert args[0] == "memstream", f"{page.name}: not a memstream command: {line}"
+            if "--http" in args:  # a server on HTTP: it must come up and answer, then stop
+                outputs[args[1]] = _serve_once(args, reader_dir)
+                continue
             # stdin at its end: a server on stdio (``mcp``) starts, finds the stack, and ends
             done = subprocess.run([*MEMSTREAM, *args[1:]], cwd=reader_dir, env=_env(),
                                   stdin=subprocess.DEVNULL, capture_output=True, text=True,
