@@ -195,3 +195,47 @@ async def test_backup_of_every_cube_after_load_into_another_cube(pipeline: Pipel
     assert copy["owner"] == "alice" and any("bees" in n["memory"] for n in copy["nodes"])
     restored = await run_cli(env, "restore", str(tmp_path / "backups"), "--cube", "alice-copy")
     assert restored.code == 0 and "restored cube 'alice-copy'" in restored.out, restored.text
+
+
+async def test_unknown_ids_refused_writes_and_piped_text(pipeline: Pipeline) -> None:
+    """Issue #27.9: ``update`` and ``delete`` of an id the cube does not hold fail alike
+    (exit 2, one line naming the id and the cube); a write the cube's access check refuses
+    says "may not write"; text piped to ``add -`` is one user message, not a document."""
+    env = pipeline_env(pipeline)
+    added = await run_cli(env, "add", "--text", "I keep bees on my roof.", "--user", "alice")
+    assert added.code == 0, added.text
+    bees = next(n for n in json.loads((await run_cli(env, "list", "--user", "alice",
+                                                     "--json")).out)["nodes"]
+                if "bees" in n["memory"] and n["metadata"]["memory_type"] != "EpisodicMemory")
+
+    for args, did in ((["update", "no-such-id", "--text", "changed"], "updated"),
+                      (["delete", "no-such-id"], "deleted")):
+        unknown = await run_cli(env, *args, "--user", "alice")
+        assert unknown.code == 2, unknown.text
+        errors = [line for line in unknown.err.splitlines() if line.startswith("Error:")]
+        assert errors == [f"Error: no memory no-such-id in cube 'alice'; nothing {did}"], \
+            unknown.err
+    # the 8-character id `as-of` and `explain` print names the memory for a write too
+    short = await run_cli(env, "update", bees["id"][:8], "--user", "alice", "--tags", "bees")
+    assert short.code == 0 and f"updated {bees['id']}" in short.out, short.text
+
+    # bob may not read alice's cube, so he may not write it: each write says "may not write"
+    for args in (["add", "--text", "Bob was here."], ["update", bees["id"], "--text", "x"],
+                 ["delete", bees["id"]]):
+        refused = await run_cli(env, *args, "--user", "bob", "--cube", "alice")
+        assert refused.code == 1, refused.text
+        assert "user 'bob' may not write cube 'alice'" in refused.err, refused.err
+        assert "may not read" not in refused.text and "Traceback" not in refused.text
+    kept = await pipeline.deps.store.graph.get_node("alice", bees["id"])
+    assert kept is not None and kept.memory == "I keep bees on my roof."
+
+    piped = await run_cli(env, "add", "-", "--user", "carol",
+                          stdin="I moved to Lyon last month.\n")
+    assert piped.code == 0, piped.text
+    assert "added 1 message in 1 chunk to cube 'carol'" in piped.out, piped.out
+    nodes = await pipeline.deps.store.graph.find_nodes("carol", limit=100)
+    assert nodes and all(n.metadata.source == "conversation" for n in nodes)
+    assert any(n.memory == "I moved to Lyon last month." for n in nodes)
+    as_doc = await run_cli(env, "add", "-", "--doc", "--user", "dora",
+                           stdin="The user's passport expires in March 2027.\n")
+    assert as_doc.code == 0 and "added document 'stdin'" in as_doc.out, as_doc.text
