@@ -17,7 +17,7 @@ from rich.text import Text
 
 from memstream.cli.counts import added_since, mark
 from memstream.cli.errors import InputError, validation_line
-from memstream.cli.writes import read_refused, refusal
+from memstream.cli.writes import read_refused, refusals
 from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     ConversationChunk,
@@ -163,8 +163,14 @@ async def _count_before(client: MemoryClient, user_id: str, cube: str) -> int | 
 
 
 async def _raise_if_refused(client: MemoryClient, tokens: list[WriteToken]) -> None:
-    if (reason := await refusal(client, tokens)) is not None:
-        raise click.ClickException(f"add refused: {reason}; nothing was added")
+    """Fail with the worker's reason when it refused (dead-lettered) what was published."""
+    failed = await refusals(client, tokens)
+    if not failed:
+        return
+    if len(failed) == len(tokens):
+        raise click.ClickException(f"add refused: {failed[0]}; nothing was added")
+    raise click.ClickException(f"{len(failed)} of {plural(len(tokens), 'chunk')} refused "
+                               f"({failed[0]}); the others were added")
 
 
 async def add_input(settings: Settings, console: Console, file: Path | None, text: str | None,

@@ -51,12 +51,10 @@ def read_refused(exc: MemoryServiceError) -> bool:
     return exc.type == READ_REFUSED
 
 
-async def refusal(client: MemoryClient, tokens: Sequence[WriteToken]) -> str | None:
-    """The worker's reason for refusing one of these writes (its dead letter), else None."""
+async def refusals(client: MemoryClient, tokens: Sequence[WriteToken]) -> list[str]:
+    """The worker's reasons for refusing any of these writes (their dead letters)."""
     where = {(t.topic, t.partition, t.offset) for t in tokens}
-    for letter in await client.history(DEAD_LETTER):
-        if isinstance(letter, DeadLetter) and (
-                letter.original_topic, letter.original_partition, letter.original_offset) \
-                in where:
-            return letter.error
-    return None
+    return [letter.error for letter in await client.history(DEAD_LETTER)
+            if isinstance(letter, DeadLetter) and (
+                letter.original_topic, letter.original_partition, letter.original_offset)
+            in where]
