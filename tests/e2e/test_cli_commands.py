@@ -235,7 +235,12 @@ async def test_unknown_ids_refused_writes_and_piped_text(pipeline: Pipeline) -> 
     assert "added 1 message in 1 chunk to cube 'carol'" in piped.out, piped.out
     nodes = await pipeline.deps.store.graph.find_nodes("carol", limit=100)
     assert nodes and all(n.metadata.source == "conversation" for n in nodes)
-    assert any(n.memory == "I moved to Lyon last month." for n in nodes)
+    said = [n for n in nodes if n.metadata.memory_type == "EpisodicMemory"]
+    assert len(said) == 1 and "I moved to Lyon last month." in said[0].memory, \
+        [(n.metadata.memory_type, n.memory) for n in nodes]
+    sources = said[0].metadata.sources  # a user message, not a document's chunk
+    assert any(s.kind == "message" and s.role == "user" for s in sources), sources
+    assert not any(s.kind == "chunk" or s.doc_id for s in sources), sources
     as_doc = await run_cli(env, "add", "-", "--doc", "--user", "dora",
                            stdin="The user's passport expires in March 2027.\n")
     assert as_doc.code == 0 and "added document 'stdin'" in as_doc.out, as_doc.text
