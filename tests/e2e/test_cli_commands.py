@@ -197,17 +197,22 @@ async def test_backup_of_every_cube_after_load_into_another_cube(pipeline: Pipel
     assert restored.code == 0 and "restored cube 'alice-copy'" in restored.out, restored.text
 
 
-async def test_unknown_ids_refused_writes_and_piped_text(pipeline: Pipeline) -> None:
-    """Issue #27.9: ``update`` and ``delete`` of an id the cube does not hold fail alike
-    (exit 2, one line naming the id and the cube); a write the cube's access check refuses
-    says "may not write"; text piped to ``add -`` is one user message, not a document."""
+
+async def _bees(pipeline: Pipeline) -> tuple[dict[str, str], dict[str, object]]:
+    """alice's cube with one memory: the CLI's environment and that memory (as JSON)."""
     env = pipeline_env(pipeline)
     added = await run_cli(env, "add", "--text", "I keep bees on my roof.", "--user", "alice")
     assert added.code == 0, added.text
     bees = next(n for n in json.loads((await run_cli(env, "list", "--user", "alice",
                                                      "--json")).out)["nodes"]
                 if "bees" in n["memory"] and n["metadata"]["memory_type"] != "EpisodicMemory")
+    return env, bees
 
+
+async def test_update_and_delete_of_an_unknown_id_exit_2_alike(pipeline: Pipeline) -> None:
+    """Issue #27.9: an id the cube does not hold is the user's mistake for every write
+    command: exit 2, one line naming the id and the cube, nothing changed."""
+    env, bees = await _bees(pipeline)
     for args, did in ((["update", "no-such-id", "--text", "changed"], "updated"),
                       (["delete", "no-such-id"], "deleted")):
         unknown = await run_cli(env, *args, "--user", "alice")
@@ -216,19 +221,30 @@ async def test_unknown_ids_refused_writes_and_piped_text(pipeline: Pipeline) -> 
         assert errors == [f"Error: no memory no-such-id in cube 'alice'; nothing {did}"], \
             unknown.err
     # the 8-character id `as-of` and `explain` print names the memory for a write too
-    short = await run_cli(env, "update", bees["id"][:8], "--user", "alice", "--tags", "bees")
-    assert short.code == 0 and f"updated {bees['id']}" in short.out, short.text
+    node_id = str(bees["id"])
+    short = await run_cli(env, "update", node_id[:8], "--user", "alice", "--tags", "bees")
+    assert short.code == 0 and f"updated {node_id}" in short.out, short.text
 
-    # bob may not read alice's cube, so he may not write it: each write says "may not write"
-    for args in (["add", "--text", "Bob was here."], ["update", bees["id"], "--text", "x"],
-                 ["delete", bees["id"]]):
+
+async def test_a_write_the_cube_refuses_says_may_not_write(pipeline: Pipeline) -> None:
+    """Issue #27.9: bob may not read alice's cube, so he may not write it; each write
+    command says "may not write" (the worker's write check), not its own pre-read's refusal."""
+    env, bees = await _bees(pipeline)
+    node_id = str(bees["id"])
+    for args in (["add", "--text", "Bob was here."], ["update", node_id, "--text", "x"],
+                 ["delete", node_id]):
         refused = await run_cli(env, *args, "--user", "bob", "--cube", "alice")
         assert refused.code == 1, refused.text
         assert "user 'bob' may not write cube 'alice'" in refused.err, refused.err
         assert "may not read" not in refused.text and "Traceback" not in refused.text
-    kept = await pipeline.deps.store.graph.get_node("alice", bees["id"])
+    kept = await pipeline.deps.store.graph.get_node("alice", node_id)
     assert kept is not None and kept.memory == "I keep bees on my roof."
 
+
+async def test_text_piped_to_add_dash_is_one_user_message(pipeline: Pipeline) -> None:
+    """Issue #27.9: ``echo … | memstream add -`` adds one user message (as --text does);
+    --doc makes it a document."""
+    env = pipeline_env(pipeline)
     piped = await run_cli(env, "add", "-", "--user", "carol",
                           stdin="I moved to Lyon last month.\n")
     assert piped.code == 0, piped.text
