@@ -87,9 +87,6 @@ async def run_demo(settings: Settings | None = None, console: Console | None = N
                 assert worker.deps is not None  # noqa: S101
                 console.print(f"[green]✓[/] worker running — LLM: [bold]{worker.deps.llm.name}"
                               f"[/], embedder: [bold]{worker.deps.embedder.name}[/]")
-                if worker.deps.llm.name == "rules":
-                    console.print("[yellow]  The LLM is the deterministic 'rules' stand-in; set "
-                                  "MEMSTREAM_LLM__BASE_URL to use a real model.[/]")
                 async with MemoryClient(settings, stack.bootstrap) as client:
                     start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3)
                     tokens = await _publish(client, start)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 from rich.table import Table
@@ -96,6 +97,36 @@ async def summary_table(url: str) -> Table | str:
                      + (f"; {summary.budget_exceeded:.0f} refused over budget"
                         if summary.budget_exceeded else "") + per_turn_line(summary))
     return table
+
+
+async def summary_json(url: str) -> dict[str, Any]:
+    """What ``summary_table`` shows, for ``status --json``: per stage records, records/s,
+    dead letters and retries; LLM calls and tokens, in all and per ingested turn."""
+    try:
+        summary = await fetch(url)
+    except (OSError, ValueError) as exc:
+        return {"url": url, "error": f"cannot read {url} ({exc})"}
+    per_turn = None
+    if summary.turns:
+        per_turn = {
+            "calls": summary.per_turn(summary.llm_calls),
+            "tokens": {k: summary.per_turn(v) for k, v in sorted(summary.tokens_by_kind.items())},
+            "calls_by_task": {k: summary.per_turn(v)
+                              for k, v in sorted(summary.calls_by_task.items())}}
+    return {
+        "url": url,
+        "stages": {name: {"records": s.records, "records_per_second": s.per_second,
+                          "dead_letters": s.dead_letters, "retries": s.retries}
+                   for name, s in sorted(summary.stages.items())},
+        "records": sum(s.records for s in summary.stages.values()),
+        "dead_letters": summary.dead_letters,
+        "llm": {"calls": summary.llm_calls, "tokens": summary.llm_tokens,
+                "budget_exceeded": summary.budget_exceeded,
+                "calls_by_task": dict(sorted(summary.calls_by_task.items())),
+                "tokens_by_kind": dict(sorted(summary.tokens_by_kind.items()))},
+        "turns": summary.turns,
+        "per_turn": per_turn,
+    }
 
 
 def per_turn_line(summary: MetricsSummary) -> str:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.padding import Padding
@@ -16,6 +17,7 @@ from rich.text import Text
 
 from memstream.cli.counts import added_since, mark
 from memstream.cli.errors import InputError, validation_line
+from memstream.cli.writes import read_refused, refusals
 from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     ConversationChunk,
@@ -149,6 +151,28 @@ async def count_memories(client: MemoryClient, user_id: str, cube: str,
     return total
 
 
+async def _count_before(client: MemoryClient, user_id: str, cube: str) -> int | None:
+    """The cube's memories before an add; None when the user may not read the cube (the
+    worker's write check then refuses the add, and says so)."""
+    try:
+        return await count_memories(client, user_id, cube, include_inactive=True)
+    except MemoryServiceError as exc:
+        if read_refused(exc):
+            return None
+        raise
+
+
+async def _raise_if_refused(client: MemoryClient, tokens: list[WriteToken]) -> None:
+    """Fail with the worker's reason when it refused (dead-lettered) what was published."""
+    failed = await refusals(client, tokens)
+    if not failed:
+        return
+    if len(failed) == len(tokens):
+        raise click.ClickException(f"add refused: {failed[0]}; nothing was added")
+    raise click.ClickException(f"{len(failed)} of {plural(len(tokens), 'chunk')} refused "
+                               f"({failed[0]}); the others were added")
+
+
 async def add_input(settings: Settings, console: Console, file: Path | None, text: str | None,
                     as_doc: bool, user_id: str, cube_id: str | None, session_id: str | None,
                     chunk_size: int, wait: bool) -> None:
@@ -167,7 +191,10 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
             except json.JSONDecodeError as exc:
                 if file.suffix.lower() == ".json":
                     raise InputFileError(f"{file}: not a JSON file ({exc})") from None
-                doc = True  # plain text: a document
+                if name == "stdin":  # piped text is one user message, as --text is
+                    sessions = [(session_id, [{"role": "user", "content": content.strip()}])]
+                else:
+                    doc = True  # a plain-text file: a document
             else:
                 sessions = parse_sessions(data, name, session_id)
     if doc:
@@ -176,8 +203,7 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
     chunks = plan_chunks(settings, user_id, cube, sessions, chunk_size)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     async with MemoryClient(settings) as client:
-        before = await count_memories(client, user_id, cube, include_inactive=True) \
-            if wait else 0
+        before = await _count_before(client, user_id, cube) if wait else 0
         marks = await mark(client) if wait else {}
         with Progress(*columns, console=console, transient=True) as progress:
             sent = progress.add_task("published", total=len(chunks))
@@ -190,9 +216,11 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
                 for token in tokens:
                     await client.wait_applied(token, timeout=600)
                     progress.advance(done)
+        if wait:
+            await _raise_if_refused(client, tokens)
         after = await count_memories(client, user_id, cube, include_inactive=True) \
             if wait else 0
-        added = await added_since(client, marks, cube) if after > before else None
+        added = await added_since(client, marks, cube) if after > (before or 0) else None
     total = sum(len(c.messages) for c in chunks)
     sent_line = f"{plural(total, 'message')} in {plural(len(chunks), 'chunk')}"
     if not wait:
@@ -213,7 +241,7 @@ async def _add_document(settings: Settings, console: Console, text: str, name: s
     check_content(chunk, settings.limits)
     check_encoded(CONVERSATIONS.encode(chunk), settings.limits, "document")
     async with MemoryClient(settings) as client:
-        before = await count_memories(client, user_id, cube, True) if wait else 0
+        before = await _count_before(client, user_id, cube) if wait else 0
         marks = await mark(client) if wait else {}
         token = await client.publish(CONVERSATIONS, chunk)
         if not wait:
@@ -222,8 +250,9 @@ async def _add_document(settings: Settings, console: Console, text: str, name: s
             return
         with console.status("extracting the document…"):
             await client.wait_applied(token, timeout=600)
+        await _raise_if_refused(client, [token])
         after = await count_memories(client, user_id, cube, True)
-        added = await added_since(client, marks, cube) if after > before else None
+        added = await added_since(client, marks, cube) if after > (before or 0) else None
     if added is not None:
         console.print(f"added document '{name}' to cube '{cube}': {added.describe()}")
     else:

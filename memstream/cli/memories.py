@@ -41,7 +41,8 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
 
     FILE holds a list of messages ({"role", "content", optional "timestamp" and "id"}), or
     {"session_id", "messages": [...]}, or a list of such sessions. A FILE that is not JSON
-    (or --doc) is added as a document; "-" reads stdin; --text adds one user message.
+    (or --doc) is added as a document; --text adds one user message, and so does "-"
+    (stdin) unless stdin holds JSON messages or --doc is given.
     Messages without an id get one derived from their content, so adding the same file
     twice adds nothing. Everything is checked against the limits before anything is sent.
     """

@@ -25,6 +25,7 @@ from memstream.cli.common import (
 )
 from memstream.cli.errors import InputError, not_empty
 from memstream.cli.log import backup_every_cube
+from memstream.cli.writes import resolve_ids
 from memstream.topics.client import MemoryClient
 from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
 from memstream.topics.models import MemoryItem, MemoryType
@@ -137,11 +138,17 @@ def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
     settings = settings_for(data_dir)
     tag_list = tuple(t.strip() for t in tags.split(",") if t.strip()) if tags is not None \
         else None
-    event = UpdateNode(user_id=user_id, cube_id=cube_id or user_id, node_id=node_id,
-                       memory=memory, key=key, tags=tag_list,
-                       status=status, frozen=frozen)  # type: ignore[arg-type]
-    run_async(apply_command(settings, event, "update"))
-    console.print(f"updated {node_id}")
+    cube = cube_id or user_id
+
+    async def _update() -> str:
+        (full_id,) = await resolve_ids(settings, (node_id,), user_id, cube, "updated")
+        event = UpdateNode(user_id=user_id, cube_id=cube, node_id=full_id,
+                           memory=memory, key=key, tags=tag_list,
+                           status=status, frozen=frozen)  # type: ignore[arg-type]
+        await apply_command(settings, event, "update")
+        return full_id
+
+    console.print(f"updated {run_async(_update())}")
 
 
 @main.command()
@@ -156,14 +163,10 @@ def delete(ids: tuple[str, ...], user_id: str, cube_id: str | None,
 
 
 async def _delete(settings: Settings, ids: tuple[str, ...], user_id: str, cube: str) -> None:
-    async with MemoryClient(settings) as client:
-        found = {n.id for n in await client.get(user_id, ids, cube_id=cube)}
-    missing = [i for i in ids if i not in found]
-    if missing:
-        raise InputError(f"no memory {', '.join(missing)} in cube '{cube}'; nothing deleted")
-    await apply_command(settings, DeleteNodes(user_id=user_id, cube_id=cube, node_ids=ids),
-                   "delete")
-    console.print(f"deleted {plural(len(ids), 'memory', 'memories')} from cube '{cube}'")
+    full_ids = await resolve_ids(settings, ids, user_id, cube, "deleted")
+    await apply_command(settings, DeleteNodes(user_id=user_id, cube_id=cube, node_ids=full_ids),
+                        "delete")
+    console.print(f"deleted {plural(len(full_ids), 'memory', 'memories')} from cube '{cube}'")
 
 
 @main.group(name="dead-letters", invoke_without_command=True)

@@ -16,6 +16,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memstream.cli.common import apply_command, console, data_dir_option, run_async, settings_for
+from memstream.cli.errors import InputError
 from memstream.topics.client import MemoryClient
 from memstream.topics.events import DropViews, PromoteCube, ReplayCube
 from memstream.topics.settings import Settings
@@ -58,9 +59,15 @@ def replay(cube_id: str, user_id: str | None, start: str | None, shadow: str | N
     """Rebuild a cube's graph, vectors and working memory from the retained log."""
     if (llm_model or llm_base_url) and not shadow:
         raise click.UsageError("--model and --llm-base-url need --shadow NAME")
+    settings = settings_for(data_dir)
+    if llm_model and not llm_base_url and settings.llm.provider != "openai":
+        # the worker would build the rules stand-in, which has no models: say so, not ignore it
+        raise InputError(f"--model {llm_model}: no OpenAI-compatible endpoint is configured "
+                         "(give --llm-base-url URL or set MEMSTREAM_LLM__BASE_URL); the "
+                         "'rules' stand-in has no models — nothing was published")
     cmd = ReplayCube(user_id=user_id or cube_id, cube_id=cube_id, shadow=shadow,
                      llm_model=llm_model, llm_base_url=llm_base_url, **parse_from(start))
-    run_async(_replay(settings_for(data_dir), cmd))
+    run_async(_replay(settings, cmd))
 
 
 async def _replay(settings: Settings, cmd: ReplayCube) -> None:

@@ -171,17 +171,23 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
     from memstream.local.log_report import status_lines, status_report
+    from memstream.local.services import recorded_worker
     from memstream.local.services import status as service_status
     from memstream.topics.admin import worker_lag
+    from memstream.topics.metrics_summary import summary_json, summary_table
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker
+    metrics_url = None
+    if st.worker_pid and (info := recorded_worker(settings.data_dir)) and info.get("metrics"):
+        metrics_url = str(info["metrics"])
     if as_json:
         lag = await worker_lag(settings, bootstrap) if bootstrap else {}
         print_json({"data_dir": str(settings.data_dir), "broker": bootstrap,
                      "graph": settings.graph.uri or st.graph, "worker_pid": st.worker_pid,
                      "notes": st.notes, "log": await status_report(settings, bootstrap),
-                     "lag": {t: sum(p.values()) for t, p in sorted(lag.items()) if p}})
+                     "lag": {t: sum(p.values()) for t, p in sorted(lag.items()) if p},
+                     "metrics": await summary_json(metrics_url) if metrics_url else None})
         return
     def missing(what: str) -> str:
         note = st.notes.get(what)
@@ -208,10 +214,7 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
             for topic, total in rows:
                 lag_table.add_row(topic, str(total))
             console.print(lag_table)
-    from memstream.local.services import recorded_worker
-    from memstream.topics.metrics_summary import summary_table
-
-    if st.worker_pid and (info := recorded_worker(settings.data_dir)) and info.get("metrics"):
-        console.print(await summary_table(str(info["metrics"])))
+    if metrics_url:
+        console.print(await summary_table(metrics_url))
 
 

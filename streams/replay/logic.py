@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 from memstream.streams.llm.factory import create_llm
 from memstream.streams.replay.log import LogRecord, end_offsets, read_cube
 from memstream.streams.replay.stages import InlineOptimizer, ReplayStages
-from memstream.streams.runtime.stage import Deps, Outgoing, Record
+from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
     BackupCube,
     ConversationChunk,
@@ -301,4 +301,14 @@ def _shadow_deps(cmd: ReplayCube, deps: Deps) -> Deps:
         changes["base_url"] = cmd.llm_base_url
         changes["provider"] = "openai"
     settings = deps.settings.llm.model_copy(update=changes)
+    if cmd.llm_model is not None and settings.provider != "openai":
+        raise ModelUnavailable(f"replay {cmd.cube_id} into {cmd.shadow}: model "
+                               f"{cmd.llm_model!r} needs an OpenAI-compatible endpoint (give "
+                               "llm_base_url or set MEMSTREAM_LLM__BASE_URL on the worker); "
+                               "the 'rules' stand-in has no models")
     return replace(deps, llm=create_llm(settings))
+
+
+class ModelUnavailable(PermanentError):
+    """A shadow replay asked for a model the worker has no endpoint to ask (refused, not
+    silently replayed with the rules stand-in)."""

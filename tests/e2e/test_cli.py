@@ -56,6 +56,19 @@ def test_up_add_search_status_down(workdir: Path) -> None:
 
     status = run(["status"], workdir)
     assert "pid" in status.stdout and "memstream.conversations" in status.stdout
+    assert "worker metrics" in status.stdout
+    # --json carries the metrics the table shows (issue #27.9)
+    metrics = json.loads(run(["status", "--json"], workdir).stdout)["metrics"]
+    assert metrics is not None and "error" not in metrics, metrics
+    assert metrics["url"] in status.stdout
+    stages = metrics["stages"]
+    assert stages and metrics["records"] == sum(s["records"] for s in stages.values()) > 0
+    for name, stage in stages.items():
+        assert name in status.stdout
+        assert set(stage) == {"records", "records_per_second", "dead_letters", "retries"}
+    assert metrics["dead_letters"] == 0 and metrics["turns"] >= 2
+    assert {"calls", "tokens", "calls_by_task", "tokens_by_kind"} <= set(metrics["llm"])
+    assert metrics["per_turn"] is not None and "calls" in metrics["per_turn"]
     # from a subdirectory, the same stack (the nearest .memstream upwards), named
     (workdir / "sub" / "dir").mkdir(parents=True)
     nested = run(["status"], workdir / "sub" / "dir")

@@ -195,3 +195,68 @@ async def test_backup_of_every_cube_after_load_into_another_cube(pipeline: Pipel
     assert copy["owner"] == "alice" and any("bees" in n["memory"] for n in copy["nodes"])
     restored = await run_cli(env, "restore", str(tmp_path / "backups"), "--cube", "alice-copy")
     assert restored.code == 0 and "restored cube 'alice-copy'" in restored.out, restored.text
+
+
+
+async def _bees(pipeline: Pipeline) -> tuple[dict[str, str], dict[str, object]]:
+    """alice's cube with one memory: the CLI's environment and that memory (as JSON)."""
+    env = pipeline_env(pipeline)
+    added = await run_cli(env, "add", "--text", "I keep bees on my roof.", "--user", "alice")
+    assert added.code == 0, added.text
+    bees = next(n for n in json.loads((await run_cli(env, "list", "--user", "alice",
+                                                     "--json")).out)["nodes"]
+                if "bees" in n["memory"] and n["metadata"]["memory_type"] != "EpisodicMemory")
+    return env, bees
+
+
+async def test_update_and_delete_of_an_unknown_id_exit_2_alike(pipeline: Pipeline) -> None:
+    """Issue #27.9: an id the cube does not hold is the user's mistake for every write
+    command: exit 2, one line naming the id and the cube, nothing changed."""
+    env, bees = await _bees(pipeline)
+    for args, did in ((["update", "no-such-id", "--text", "changed"], "updated"),
+                      (["delete", "no-such-id"], "deleted")):
+        unknown = await run_cli(env, *args, "--user", "alice")
+        assert unknown.code == 2, unknown.text
+        errors = [line for line in unknown.err.splitlines() if line.startswith("Error:")]
+        assert errors == [f"Error: no memory no-such-id in cube 'alice'; nothing {did}"], \
+            unknown.err
+    # the 8-character id `as-of` and `explain` print names the memory for a write too
+    node_id = str(bees["id"])
+    short = await run_cli(env, "update", node_id[:8], "--user", "alice", "--tags", "bees")
+    assert short.code == 0 and f"updated {node_id}" in short.out, short.text
+
+
+async def test_a_write_the_cube_refuses_says_may_not_write(pipeline: Pipeline) -> None:
+    """Issue #27.9: bob may not read alice's cube, so he may not write it; each write
+    command says "may not write" (the worker's write check), not its own pre-read's refusal."""
+    env, bees = await _bees(pipeline)
+    node_id = str(bees["id"])
+    for args in (["add", "--text", "Bob was here."], ["update", node_id, "--text", "x"],
+                 ["delete", node_id]):
+        refused = await run_cli(env, *args, "--user", "bob", "--cube", "alice")
+        assert refused.code == 1, refused.text
+        assert "user 'bob' may not write cube 'alice'" in refused.err, refused.err
+        assert "may not read" not in refused.text and "Traceback" not in refused.text
+    kept = await pipeline.deps.store.graph.get_node("alice", node_id)
+    assert kept is not None and kept.memory == "I keep bees on my roof."
+
+
+async def test_text_piped_to_add_dash_is_one_user_message(pipeline: Pipeline) -> None:
+    """Issue #27.9: ``echo … | memstream add -`` adds one user message (as --text does);
+    --doc makes it a document."""
+    env = pipeline_env(pipeline)
+    piped = await run_cli(env, "add", "-", "--user", "carol",
+                          stdin="I moved to Lyon last month.\n")
+    assert piped.code == 0, piped.text
+    assert "added 1 message in 1 chunk to cube 'carol'" in piped.out, piped.out
+    nodes = await pipeline.deps.store.graph.find_nodes("carol", limit=100)
+    assert nodes and all(n.metadata.source == "conversation" for n in nodes)
+    said = [n for n in nodes if n.metadata.memory_type == "EpisodicMemory"]
+    assert len(said) == 1 and "I moved to Lyon last month." in said[0].memory, \
+        [(n.metadata.memory_type, n.memory) for n in nodes]
+    sources = said[0].metadata.sources  # a user message, not a document's chunk
+    assert any(s.kind == "message" and s.role == "user" for s in sources), sources
+    assert not any(s.kind == "chunk" or s.doc_id for s in sources), sources
+    as_doc = await run_cli(env, "add", "-", "--doc", "--user", "dora",
+                           stdin="The user's passport expires in March 2027.\n")
+    assert as_doc.code == 0 and "added document 'stdin'" in as_doc.out, as_doc.text

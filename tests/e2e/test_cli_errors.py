@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def error_line(result: subprocess.CompletedProcess[str]) -> str:
     (["get"], ["IDS"]),
     (["dead-letters", "redrive"], ["--all"]),
     (["list", "--limit", "0"], ["--limit", "1<=x<=100000"]),
+    (["replay", "--cube", "alice", "--shadow", "alice-v2", "--model", "gpt-x"],
+     ["--model gpt-x", "no OpenAI-compatible endpoint", "--llm-base-url",
+      "MEMSTREAM_LLM__BASE_URL", "nothing was published"]),
 ])
 def test_bad_options_get_one_line_and_exit_2(tmp_path: Path, args: list[str],
                                             expected: list[str]) -> None:
@@ -91,6 +95,31 @@ def test_a_message_over_the_limit_is_refused_before_anything_is_published(
     assert doc.returncode == 2
     assert "1,500 characters; the limit is 1,000 (MEMSTREAM_LIMITS__DOCUMENT_CHARS)" in \
         error_line(doc)
+
+
+def test_a_shadow_model_with_an_endpoint_is_not_refused_for_it(tmp_path: Path) -> None:
+    """With an endpoint given or configured, ``--model`` is taken (here it then fails only
+    because no stack runs)."""
+    given = memstream("replay", "--cube", "alice", "--shadow", "v2", "--model", "gpt-x",
+                      "--llm-base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    env = {**clean_env(), "MEMSTREAM_LLM__BASE_URL": "http://127.0.0.1:9/v1"}
+    configured = memstream("replay", "--cube", "alice", "--shadow", "v2", "--model", "gpt-x",
+                           cwd=tmp_path, env=env)
+    for result in (given, configured):
+        assert result.returncode == 1
+        assert "no broker runs" in error_line(result)
+
+
+def test_the_rules_warning_is_printed_once_per_process(tmp_path: Path) -> None:
+    """A worker builds the stand-in once, a shadow replay builds another: one warning."""
+    code = ("import logging; logging.basicConfig()\n"
+            "from memstream.streams.llm.factory import create_llm\n"
+            "from memstream.topics.settings import LLMSettings\n"
+            "create_llm(LLMSettings()); create_llm(LLMSettings(model='other'))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("LLM provider 'rules'") == 1, result.stderr
 
 
 def test_a_bad_setting_names_the_variable(tmp_path: Path) -> None:

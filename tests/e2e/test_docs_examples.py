@@ -71,7 +71,8 @@ def test_the_demo_command_runs_the_whole_pipeline(tmp_path: Path) -> None:
     assert "Memories of cube 'demo-user'" in out
     assert "UserMemory" in out and "LongTermMemory" in out
     assert "绿茶" in out and "shellfish" in out
-    assert "rules" in out  # the stand-in LLM is announced
+    assert "rules" in out  # the stand-in LLM is announced …
+    assert (out + result.stderr).count("stand-in") == 1, out + result.stderr  # … once
     assert "search 'What should I avoid eating?'" in out and "allergic to shellfish" in out
     assert "working memory refresh" in out
     assert "Traceback" not in result.stderr

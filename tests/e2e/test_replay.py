@@ -345,3 +345,17 @@ async def test_replay_makes_the_live_runs_concept_summaries_again(windowed: Pipe
     assert after[0] == before[0]
     assert after[1].keys() == before[1].keys()
     assert after[2] == before[2], (sorted(after[2] - before[2]), sorted(before[2] - after[2]))
+
+
+async def test_a_shadow_model_without_an_endpoint_is_refused_not_ignored(live: Pipeline) -> None:
+    """The worker has no model endpoint (the rules stand-in): a shadow replay asking for a
+    model fails naming why, instead of re-extracting with the stand-in as if it were it."""
+    p = live
+    token = await p.client.add_memories("uma", ["Uma plays the oboe."])
+    await p.client.wait_applied(token, timeout=60)
+    cmd = ReplayCube(user_id="uma", cube_id="uma", shadow="uma-v2", llm_model="gpt-x")
+    token = await p.client.command(cmd)
+    await p.client.wait_applied(token, timeout=120)
+    failure = await p.client.command_failure(token) or ""
+    assert "model 'gpt-x' needs an OpenAI-compatible endpoint" in failure, failure
+    assert not (await export_cube(p.deps.store, "uma-v2")).nodes

@@ -76,6 +76,22 @@ def stand_in(task: Task[Ctx, Resp]) -> Callable[[Ctx], Resp]:
         raise KeyError(f"no rules stand-in for task {task.name!r}") from None
 
 
+_warned = False
+
+
+def warn_once() -> None:
+    """Say once per process that no model answers (a replay's shadow or a second worker in
+    the same process builds another stand-in; the user needs to read it once)."""
+    global _warned  # noqa: PLW0603 - one flag per process is the point
+    if _warned:
+        return
+    _warned = True
+    log.warning(
+        "LLM provider 'rules': a deterministic rule-based stand-in answers every LLM task; "
+        "this is not a language model. Set MEMSTREAM_LLM__BASE_URL (and API key) to use one."
+    )
+
+
 class RulesLLM:
     """Runs the task's stand-in; failures of a stand-in surface as ``LLMError`` like a model's."""
 
@@ -84,10 +100,7 @@ class RulesLLM:
     def __init__(self) -> None:
         self.usage = LLMUsage()
         self.usage_by_task: dict[str, LLMUsage] = {}
-        log.warning(
-            "LLM provider 'rules': a deterministic rule-based stand-in answers every LLM task; "
-            "this is not a language model. Set MEMSTREAM_LLM__BASE_URL (and API key) to use one."
-        )
+        warn_once()
 
     async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
         per_task = self.usage_by_task.setdefault(task.name, LLMUsage())
