@@ -350,8 +350,11 @@ def test_empty_of_substance_gives_no_memories() -> None:
 
 
 async def test_rules_provider_runs_the_stand_in_and_announces_itself(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import memstream.streams.llm.rules as rules_module
+
+    monkeypatch.setattr(rules_module, "_warned", False)  # as in a fresh process
     with caplog.at_level(logging.WARNING):
         llm = RulesLLM()
     assert any("not a language model" in r.message for r in caplog.records)
