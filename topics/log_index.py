@@ -14,26 +14,13 @@ from typing import Any
 
 from aiokafka.partitioner import DefaultPartitioner
 
-from memstream.topics.registry import (
-    CONVERSATIONS,
-    MEMORY_COMMANDS,
-    MEMORY_ITEMS,
-    MEMORY_UPDATES,
-    REORGANIZE_HIGH,
-    REORGANIZE_LOW,
-    REORGANIZE_NORMAL,
-    SCHEDULE_ADD,
-    WORKING_MEMORY,
-    TopicSpec,
-)
+from memstream.topics.provenance import CAUSE_TOPICS
+from memstream.topics.registry import CONVERSATIONS, MEMORY_UPDATES, TopicSpec
 from memstream.topics.settings import Settings
 from memstream.topics.shred import unseal
 
 # The topics provenance reads: updates, the events that cause them, the chunks they cite.
-INDEXED: tuple[TopicSpec, ...] = (
-    MEMORY_UPDATES, MEMORY_ITEMS, MEMORY_COMMANDS, REORGANIZE_HIGH, REORGANIZE_NORMAL,
-    REORGANIZE_LOW, SCHEDULE_ADD, WORKING_MEMORY, CONVERSATIONS,
-)
+INDEXED: tuple[TopicSpec, ...] = (MEMORY_UPDATES, *CAUSE_TOPICS, CONVERSATIONS)
 _PARTITIONER = DefaultPartitioner()
 
 

@@ -340,6 +340,10 @@ async def search_table(settings: Settings, console: Console, query: str, user_id
         print(json.dumps([node_json(s.item, s.score) for s in found], ensure_ascii=False,
                          indent=2))
         return
+    if not found:
+        below = f" scoring {min_score:g} or more" if min_score > 0 else ""
+        console.print(f"no results{below} for {query!r} in cube '{cube_id or user_id}'")
+        return
     print_nodes(console, [(s.item, s.score) for s in found],
                 f"{plural(len(found), 'result')} for {query!r}")
 
