@@ -354,6 +354,52 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
     return elapsed
 
 
+SERVICES: dict[str, int] = {}  # the embedded broker's and graph server's pids (main sets it)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def cpu_line(before: dict[str, float], after: dict[str, float], turns: int) -> str:
+    used = {k: after[k] - before[k] for k in before}
+    worker = used.get("worker", 0.0) or float("nan")
+    parts = [f"{k} {v:.0f} s ({v / turns * 100:.1f} s per 100 turns)" for k, v in used.items()]
+    return ("CPU: " + ", ".join(parts) + f"; broker / worker {used.get('broker', 0) / worker:.2f} "
+            f"(goal ≤ 0.15), graph / worker {used.get('graph', 0) / worker:.2f}")
+
+
+async def embedder_rate(chunks: Sequence[Chunk]) -> tuple[float, int]:
+    """Turns per second the local embedder alone sustains on every core for what a turn
+    needs at least (its text once in each of its cubes, each chunk's episode once), over
+    the same chunks; and how many texts that was. The simple alternative's ingestion."""
+    from memstream.streams.embed.local import LocalEmbedder
+
+    texts: list[str] = []
+    episodes: set[str] = set()
+    for c in chunks:
+        texts += [t.text for t in c.turns]
+        episodes.add("\n".join(f"[{t.at:%Y-%m-%d %H:%M}] {t.speaker}: {t.text}"
+                               for t in c.turns))
+    texts += sorted(episodes)
+    embedder = LocalEmbedder(threads=None)
+    await embedder.embed_passages(texts[:8])  # load the model first
+    t0 = time.perf_counter()
+    await embedder.embed_passages(texts)
+    elapsed = time.perf_counter() - t0
+    await embedder.close()
+    return sum(len(c.turns) for c in chunks) / elapsed, len(texts)
+
+
 def pct(values: Sequence[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -369,6 +415,7 @@ class KafkaRun:
     search_errors: int = 0
     rss: list[tuple[float, float]] = field(default_factory=list)
     watch: StallWatch = field(default_factory=StallWatch)
+    cpu: str = ""
 
 
 async def watch_loop(settings: Settings, bootstrap: str, pid: int, run: KafkaRun,
@@ -465,6 +512,8 @@ async def kafka_path(settings: Settings, bootstrap: str, graph_uri: str, chunks:
                     await client.search(cube, "hello", top_k=3)
             stop = asyncio.Event()
             rng = random.Random(7)
+            pids = {"worker": worker.pid, **SERVICES}
+            cpu0 = cpu_of(pids)
             with profiling(worker.pid, profile):
                 t0 = time.perf_counter()
                 watcher = asyncio.create_task(watch_loop(settings, bootstrap, worker.pid, run,
@@ -478,6 +527,7 @@ async def kafka_path(settings: Settings, bootstrap: str, graph_uri: str, chunks:
                 stop.set()
                 await asyncio.gather(watcher, searcher)
             run.settle = await settle(settings, bootstrap, timeout_s=1800)
+            run.cpu = cpu_line(cpu0, cpu_of(pids), sum(len(c.turns) for c in chunks))
     finally:
         await worker.stop()
     return run
@@ -502,6 +552,7 @@ async def sustained(args: argparse.Namespace, convs: list[Conversation], data: P
     await worker.start()
     rates = [float(r) for r in args.rates.split(",")]
     held: float | None = None
+    last_stream: list[Chunk] = []
     window = args.minutes * 60
     try:
         async with MemoryClient(settings, bootstrap) as client:
@@ -517,6 +568,8 @@ async def sustained(args: argparse.Namespace, convs: list[Conversation], data: P
                 print(f"rate {rate:g} turns/s for {args.minutes:g} min "
                       f"({rate / args.chunk:.2f} chunks/s):", flush=True)
                 run, stop = KafkaRun(), asyncio.Event()
+                pids = {"worker": worker.pid, **SERVICES}
+                cpu0 = cpu_of(pids)
                 t0 = time.perf_counter()
                 watcher = asyncio.create_task(watch_loop(settings, bootstrap, worker.pid, run,
                                                          stop, t0, report_s=30))
@@ -544,6 +597,9 @@ async def sustained(args: argparse.Namespace, convs: list[Conversation], data: P
                       f"{growth:+.2f} records/s), RSS {run.rss[0][1]:.0f} → "
                       f"{run.rss[-1][1]:.0f} MB: "
                       f"{'bounded' if ok else 'GROWING'}", flush=True)
+                print("  " + cpu_line(cpu0, cpu_of(pids), sum(len(c.turns) for c in stream[:sent])),
+                      flush=True)
+                last_stream = stream[:sent]
                 if not ok:
                     break
                 held = rate
@@ -553,6 +609,11 @@ async def sustained(args: argparse.Namespace, convs: list[Conversation], data: P
         await worker.stop()
     print(f"highest input rate with bounded lag for {args.minutes:g} min: "
           f"{'none of ' + args.rates if held is None else f'{held:g} turns/s'}")
+    if last_stream:
+        alone, texts = await embedder_rate(last_stream)
+        print(f"the embedder alone (every core, {texts} texts of the last window: each turn "
+              f"once per cube, each chunk's episode once): {alone:.2f} turns/s; highest held "
+              f"/ embedder alone {(held or 0) / alone:.2f}")
 
 
 # --- main -------------------------------------------------------------------------------
@@ -599,7 +660,13 @@ async def compare(args: argparse.Namespace, convs: list[Conversation], data: Pat
     if len(results) == 2:
         (a, _), (b, _) = results.values()
         print(f"Kafka / in-process throughput (turns/s): {a / b:.2f}× (goal ≥ 0.75)")
-    print(f"optimizer caught up {run.settle:.1f}s after the last chunk was applied")
+    print(f"optimizer caught up {run.settle:.1f}s after the last chunk was applied: "
+          f"{turns / (run.elapsed + run.settle):.2f} turns/s end to end")
+    print(run.cpu)
+    rate, texts = await embedder_rate(chunks)
+    print(f"the embedder alone (every core, {texts} texts: each turn once per cube, each "
+          f"chunk's episode once): {rate:.2f} turns/s; end to end / embedder alone "
+          f"{turns / (run.elapsed + run.settle) / rate:.2f}")
     w = run.watch
     print(f"longest wait of an input partition with records pending: {w.longest:.1f}s "
           f"({w.where or '-'}; goal < 10 s)")
@@ -644,6 +711,9 @@ async def main() -> None:
             data = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="ms-load-")))
         async with EmbeddedStack(Settings(data_dir=data)) as stack:
             b, g = stack.bootstrap, stack.graph_uri
+            for name, service in (("broker", stack.broker), ("graph", stack.falkordb)):
+                if service is not None and service.pid is not None:
+                    SERVICES[name] = service.pid
             print(f"embedded stack: kafka {b}, graph {g}; data {data}", flush=True)
             if args.sustained:
                 await sustained(args, convs, data, b, g)

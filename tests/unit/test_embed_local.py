@@ -13,6 +13,7 @@ import pytest
 
 from memstream.streams.embed import local
 from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.inflight import SharedInFlight
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import EmbedderError
 from memstream.topics.settings import EmbedderSettings
@@ -122,7 +123,8 @@ async def test_concurrent_queries_and_passages_get_the_vectors_they_get_alone() 
 
 def test_factory_builds_the_local_embedder() -> None:
     embedder = create_embedder(EmbedderSettings())
-    assert isinstance(embedder, LocalEmbedder) and embedder.dim == 384
+    assert isinstance(embedder, SharedInFlight) and isinstance(embedder.inner, LocalEmbedder)
+    assert embedder.dim == 384
     with pytest.raises(EmbedderError, match="384"):
         create_embedder(EmbedderSettings(provider="local", dimensions=768))
 

