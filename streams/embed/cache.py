@@ -20,11 +20,13 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import diskcache
 import numpy as np
 
 from memstream.streams import metering
+from memstream.streams.embed.inflight import SharedInFlight
 from memstream.streams.embed.port import Embedder, Vectors
 
 log = logging.getLogger("memstream.embed.cache")
@@ -119,7 +121,13 @@ class CachedEmbedder:
 
 
 async def forget_cube(embedder: Embedder, cube_id: str) -> int:
-    """Erase a cube's remembered vectors, if ``embedder`` keeps any."""
-    if isinstance(embedder, CachedEmbedder):
-        return await embedder.forget(cube_id)
-    return 0
+    """Erase a cube's remembered vectors, if ``embedder`` keeps any (and the vectors lent
+    between requests, which are not kept by cube)."""
+    forgotten, layer = 0, cast(object | None, embedder)
+    while layer is not None:
+        if isinstance(layer, CachedEmbedder):
+            forgotten += await layer.forget(cube_id)
+        elif isinstance(layer, SharedInFlight):
+            layer.forget()
+        layer = getattr(layer, "inner", None)
+    return forgotten

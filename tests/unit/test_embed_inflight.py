@@ -4,11 +4,14 @@ the request that computes it does not fail the other."""
 from __future__ import annotations
 
 import asyncio
+import pathlib
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
+from memstream.streams import metering
+from memstream.streams.embed.cache import CachedEmbedder, forget_cube
 from memstream.streams.embed.inflight import SharedInFlight
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import EmbedderError, Vectors
@@ -56,9 +59,9 @@ async def test_the_same_text_requested_at_once_is_embedded_once() -> None:
     np.testing.assert_allclose(a[0], alone[0], atol=1e-5)
     np.testing.assert_allclose(b[1], alone[0], atol=1e-5)
     assert a.shape == b.shape == (2, 384)
-    # nothing is remembered once the requests ended
+    # lent for moments after: asked again, it is not embedded again
     await shared.embed_passages([EPISODE])
-    assert inner.asked.count(EPISODE) == 2
+    assert inner.asked.count(EPISODE) == 1 and shared.shared == 2
 
 
 async def test_a_failed_owner_leaves_the_waiter_to_embed_it_itself() -> None:
@@ -80,3 +83,24 @@ async def test_repeats_within_one_request_are_embedded_once() -> None:
     np.testing.assert_allclose(out[0], out[2])
     with pytest.raises(TypeError):
         await shared.embed_passages("tea")
+
+
+async def test_a_vector_is_lent_for_moments_and_forgotten_on_erasure(
+        tmp_path: pathlib.Path) -> None:
+    inner = Counting()
+    shared = SharedInFlight(inner, keep_s=60)
+    cached = CachedEmbedder(shared, tmp_path, "test", 16)
+    async def in_cube(cube: str) -> None:
+        metering.enter("add", cube)  # this task's scope: the cache's key names the cube
+        await cached.embed_passages([EPISODE])
+
+    await asyncio.create_task(in_cube("alice"))
+    await asyncio.create_task(in_cube("bob"))  # a moment later: lent, not embedded
+    assert inner.asked.count(EPISODE) == 1 and shared.shared == 1
+    await forget_cube(cached, "alice")
+    await asyncio.create_task(in_cube("carol"))  # after an erasure nothing is lent
+    assert inner.asked.count(EPISODE) == 2
+    expired = SharedInFlight(Counting(), keep_s=0)
+    await expired.embed_passages([EPISODE])
+    await expired.embed_passages([EPISODE])
+    assert expired.shared == 0
