@@ -20,12 +20,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from memstream.topics.models import CubeGraph
 from memstream.topics.registry import (
+    BY_SUFFIX,
     CONVERSATIONS,
     MEMORY_COMMANDS,
     MEMORY_ITEMS,
     MEMORY_UPDATES,
     WORKING_MEMORY,
-    BY_SUFFIX,
     TopicSpec,
 )
 from memstream.topics.settings import Settings
