@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from memstream.topics.codec import deflate
 from memstream.topics.events import (
     ActivationMemory,
     ConversationChunk,
@@ -27,7 +28,7 @@ from memstream.topics.events import (
     WorkingMemoryReplacement,
 )
 from memstream.topics.settings import Settings
-from memstream.topics.shred import seal, unseal
+from memstream.topics.shred import seal_value, unseal
 
 
 @dataclass(frozen=True)
@@ -49,15 +50,20 @@ class TopicSpec:
 
     def decode(self, raw: bytes | str) -> BaseModel:
         """Validate a raw value; raises ``pydantic.ValidationError`` with a precise message."""
-        result: BaseModel = self.adapter.validate_json(unseal(raw))
+        return self.validate(unseal(raw))
+
+    def validate(self, opened: bytes | str) -> BaseModel:
+        """Validate an opened value (``shred.unseal``: unsealed and inflated) as this topic's."""
+        result: BaseModel = self.adapter.validate_json(opened)
         return result
 
     @staticmethod
     def encode(event: BaseModel) -> bytes:
-        """The event's JSON, sealed with its cube's data key when erasure is on."""
-        data = event.model_dump_json().encode()
+        """The event's JSON, compressed where that pays (``topics/codec.py``), then sealed
+        with its cube's data key when erasure is on. Every reader opens all three forms."""
+        data = deflate(event.model_dump_json().encode())
         cube = getattr(event, "cube_id", None)
-        return seal(cube, data) if isinstance(cube, str) else data
+        return seal_value(cube, data) if isinstance(cube, str) else data
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)
