@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -60,6 +61,7 @@ from memstream.local.broker_snapshot import DATA_FILE  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
+from memstream.topics.shred import activate, unseal  # noqa: E402
 
 GOAL_PER_TURN = 8 * 1024
 GOAL_FILE_RATIO = 4.0
@@ -75,6 +77,20 @@ class Volume:
     records: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     raw: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     file_bytes: int = 0
+    # memory.updates by action and memory.items by type: records, raw bytes, opened bytes
+    kinds: dict[str, list[int]] = field(default_factory=dict)
+
+    def note_kind(self, label: str, raw: bytes) -> None:
+        if label not in ("memory.updates", "memory.items"):
+            return
+        with contextlib.suppress(ValueError):
+            opened = unseal(raw)
+            data = json.loads(opened)
+            kind = f"{label}:{data.get('action') or data.get('memory_type')}"
+            row = self.kinds.setdefault(kind, [0, 0, 0])
+            row[0] += 1
+            row[1] += len(raw)
+            row[2] += len(opened)
 
     @property
     def total(self) -> int:
@@ -104,6 +120,7 @@ async def read_volume(bootstrap: str, prefix: str, broker_dir: Path) -> Volume:
                     if msg.offset >= ends[tp]:
                         break
                     vol.records[label] += 1
+                    vol.note_kind(label, msg.value or b"")
                     vol.raw[label] += (len(msg.key or b"") + len(msg.value or b"")
                                        + sum(len(k) + len(v or b"") for k, v in msg.headers))
     finally:
@@ -174,6 +191,10 @@ def report(turns: int, searches: int, ingest: Volume, after: Volume, end: Volume
     print(f"{'all topics':<40}{sum(ingest.records.values()):>9}{kb(ingest.total / turns):>9}"
           f"{sum(end.records.values()):>9}{kb(end.total / turns):>9}"
           f"{(end.total - ingest.total) / max(searches, 1):>10.0f}")
+    print(f"\n{'kind (at the end)':<40}{'records':>9}{'KB/turn':>9}{'B/record':>9}"
+          f"{'opened B/record':>16}")
+    for kind, (n, raw, opened) in sorted(end.kinds.items(), key=lambda kv: -kv[1][1]):
+        print(f"{kind:<40}{n:>9}{kb(raw / turns):>9}{raw / n:>9.0f}{opened / n:>16.0f}")
     per_turn = end.total / turns
     per_search = (end.total - ingest.total) / max(searches, 1)
     print(f"\nretained log per ingested turn: {per_turn / 1024:.2f} KB "
@@ -182,8 +203,9 @@ def report(turns: int, searches: int, ingest: Volume, after: Volume, end: Volume
           f"searches {after.file_bytes / 1024:.0f} KB, at the end {end.file_bytes / 1024:.0f} "
           f"KB = {end.file_bytes / max(end.total, 1):.2f}x the retained bytes (goal <= 4x), "
           f"{end.file_bytes / turns / 1024:.2f} KB per turn")
-    print(f"a search adds {per_search:.0f} B to the retained log ({per_search / GOAL_PER_SEARCH:.2f}x"
-          f" the goal of 1 KB); before transient retention passed: "
+    print(f"a search adds {per_search:.0f} B to the retained log "
+          f"({per_search / GOAL_PER_SEARCH:.2f}x the goal of 1 KB); before transient "
+          f"retention passed: "
           f"{(after.total - ingest.total) / max(searches, 1):.0f} B")
     print(f"CPU seconds: worker {cpu.worker:.1f} (Milvus Lite included), broker "
           f"{cpu.broker:.1f} ({cpu.broker / max(cpu.worker, 1e-9):.2f} of the worker's; goal "
@@ -208,6 +230,7 @@ async def run(args: argparse.Namespace) -> None:
             assert stack.broker is not None and stack.falkordb is not None
             settings = bench_settings(data, "lv", stack.bootstrap, stack.graph_uri)
             keys = data / "keys"
+            activate(keys)  # to open values for the breakdown by kind
             settings = settings.model_copy(update={"erasure": settings.erasure.model_copy(
                 update={"enabled": True, "key_dir": keys})})
             env = {"MEMSTREAM_ERASURE__ENABLED": "true", "MEMSTREAM_ERASURE__KEY_DIR": str(keys)}
