@@ -86,7 +86,7 @@ class Volume:
         with contextlib.suppress(ValueError):
             opened = unseal(raw)
             data = json.loads(opened)
-            kind = f"{label}:{data.get('action') or data.get('memory_type')}"
+            kind = f"{label}:{data.get('action') or data.get('memory_type', 'LongTermMemory')}"
             row = self.kinds.setdefault(kind, [0, 0, 0])
             row[0] += 1
             row[1] += len(raw)
