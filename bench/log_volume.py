@@ -145,6 +145,26 @@ async def transient_left(bootstrap: str, prefix: str, keep: set[str]) -> int:
         await consumer.stop()
 
 
+def file_parts(path: Path, prefix: str) -> dict[str, int]:
+    """Characters of the broker's file by part: each topic, and every other top-level field
+    (consumer groups, configs), to see what the file holds besides records."""
+    with contextlib.suppress(OSError, ValueError):
+        doc = json.loads(path.read_bytes())
+        out: dict[str, int] = {}
+        for key, value in doc.items():
+            if key == "topics" and isinstance(value, dict):
+                for name, topic in value.items():
+                    out[f"topic {name.removeprefix(prefix)}"] = len(json.dumps(topic))
+            elif key == "topics" and isinstance(value, list):
+                for topic in value:
+                    name = str(topic.get("name", "?")) if isinstance(topic, dict) else "?"
+                    out[f"topic {name.removeprefix(prefix)}"] = len(json.dumps(topic))
+            else:
+                out[key] = len(json.dumps(value))
+        return out
+    return {}
+
+
 def cpu_s(pid: int | None, with_children: bool = False) -> float:
     """User + system CPU seconds of ``pid`` (and of its live descendants)."""
     if pid is None:
@@ -270,9 +290,12 @@ async def run(args: argparse.Namespace) -> None:
                     await asyncio.sleep(3)  # the broker saves its file about once a second
                     end = await read_volume(stack.bootstrap, prefix, broker_dir)
                     used = cpu() - cpu0
+                    parts = file_parts(broker_dir / DATA_FILE, prefix)
             finally:
                 await worker.stop()
     report(turns, done, ingest, after, end, used, seconds, left)
+    print("\nbroker file by part (KB): " + ", ".join(
+        f"{k} {v / 1024:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:12]))
 
 
 def main() -> None:
