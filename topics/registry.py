@@ -108,8 +108,8 @@ MEMORY_COMMANDS = TopicSpec(
     doc="update / delete / replace_working_memory / delete_cube / dump / load / backup.",
 )
 MEMORY_UPDATES = TopicSpec(
-    "memory.updates", MemoryUpdate, retention_ms=KEEP_FOREVER, compact=True,  # history and as_of read it
-    doc="Every change to a cube's memory, with a node snapshot.",
+    "memory.updates", MemoryUpdate, retention_ms=KEEP_FOREVER,  # history and as_of read it
+    compact=True, doc="Every change to a cube's memory, with a node snapshot.",
 )
 REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove",
                             compact=True)
