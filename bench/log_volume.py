@@ -155,10 +155,11 @@ def file_parts(path: Path, prefix: str) -> dict[str, int]:
             if key == "topics" and isinstance(value, dict):
                 for name, topic in value.items():
                     out[f"topic {name.removeprefix(prefix)}"] = len(json.dumps(topic))
-            elif key == "topics" and isinstance(value, list):
-                for topic in value:
-                    name = str(topic.get("name", "?")) if isinstance(topic, dict) else "?"
-                    out[f"topic {name.removeprefix(prefix)}"] = len(json.dumps(topic))
+            elif key == "topics" and isinstance(value, list):  # noida: [[name, topic], …]
+                for entry in value:
+                    name = str(entry[0]) if isinstance(entry, list) and entry else "?"
+                    part = f"topic {name.removeprefix(prefix)}"
+                    out[part] = out.get(part, 0) + len(json.dumps(entry))
             else:
                 out[key] = len(json.dumps(value))
         return out
