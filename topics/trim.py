@@ -34,7 +34,8 @@ log = logging.getLogger("memstream.trim")
 
 # What nobody replays and nothing explains later: the request/reply exchange.
 TRANSIENT: tuple[TopicSpec, ...] = (REQUESTS, REPLIES)
-KEEP_S = EXCHANGE_RETENTION_MS / 1000
+KEEP_S = 120.0  # well under the topics' retention.ms, so the deletion is ours
+assert KEEP_S * 1000 < EXCHANGE_RETENTION_MS  # noqa: S101
 
 
 async def cut_offsets(consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition],
