@@ -19,6 +19,7 @@ from aiokafka.errors import KafkaError
 from faust.types import EventT
 
 from memstream.streams.ops.access import check_records
+from memstream.streams.runtime.coalesce import coalesce_links
 from memstream.streams.runtime.group_commits import commit_only_in_a_settled_group
 from memstream.streams.runtime.lane import LaneHandler, RequestLane
 from memstream.streams.runtime.stage import (
@@ -126,7 +127,7 @@ class BoundTopics:
     async def send(self, outgoing: Sequence[Outgoing]) -> None:
         """Publish and wait for the broker's ack: offsets are committed only once outputs exist."""
         futures = []
-        for out in outgoing:
+        for out in coalesce_links(outgoing):  # an event's edges in one announcement
             key = out.key if out.key is not None else out.event.kafka_key
             topic = self[out.spec] if out.topic is None else self.named(out.topic)
             value = out.spec.encode(out.event)

@@ -57,6 +57,7 @@ from memstream.topics.settings import Settings
 from memstream.topics.shred import activate as activate_keys
 from memstream.topics.shred import release as release_keys
 from memstream.topics.signing import check_worker_signing
+from memstream.topics.trim import trim_forever
 
 log = logging.getLogger("memstream.worker")
 
@@ -149,6 +150,12 @@ class Worker:
             await reap_dead_members(self.bootstrap, groups, s.kafka.session_timeout_s)
 
         self.app.task(reap)
+        if s.worker.trim_interval_s > 0:
+
+            async def trim() -> None:  # requests and replies off the broker's disk
+                await trim_forever(s, self.bootstrap, s.worker.trim_interval_s)
+
+            self.app.task(trim)
         if s.kafka.log_watch_s > 0:
             from memstream.local.broker import LOOPBACK, broker_data_dir
             from memstream.local.broker_snapshot import preserve

@@ -299,9 +299,17 @@ UpdateAction = Literal[
 ]
 
 
-class MemoryUpdate(Event):
-    """Something changed in a cube's memory. ``node`` is a snapshot after the change."""
+MEMORY_UPDATE_VERSION: Literal[2] = 2
 
+
+class MemoryUpdate(Event):
+    """Something changed in a cube's memory. ``node`` is a snapshot after the change.
+
+    Version 2: the snapshot leaves out the node's ``usage`` (the searches that returned it:
+    a list that grows with every search, kept in the graph, not re-published on every
+    change). Version 1 records carried it; they still decode (and lose it the same way)."""
+
+    schema_version: Literal[1, 2] = MEMORY_UPDATE_VERSION  # type: ignore[assignment]
     action: UpdateAction
     stage: str
     node_id: str | None = None
@@ -311,6 +319,11 @@ class MemoryUpdate(Event):
     reason: str = ""
     cause_event_id: str | None = None
     origin: Origin | None = None
+
+    @field_validator("node")
+    @classmethod
+    def _without_usage(cls, node: MemoryItem | None) -> MemoryItem | None:
+        return node.evolve(usage=()) if node is not None and node.metadata.usage else node
 
 
 # --------------------------------------------------------------------------- reorganize.*

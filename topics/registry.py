@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from memstream.topics.codec import deflate
 from memstream.topics.events import (
     ActivationMemory,
     ConversationChunk,
@@ -27,7 +28,7 @@ from memstream.topics.events import (
     WorkingMemoryReplacement,
 )
 from memstream.topics.settings import Settings
-from memstream.topics.shred import seal, unseal
+from memstream.topics.shred import seal_value, unseal
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class TopicSpec:
     retention_ms: int | None = None  # None: broker default; -1 keeps forever
     doc: str = ""
     config: dict[str, str] = field(default_factory=dict)
+    # Written without the fields that hold their default (``compact_json``): only for values
+    # with no discriminated union inside, whose tag a reader needs even at its default.
+    compact: bool = False
 
     @cached_property
     def adapter(self) -> TypeAdapter[Any]:
@@ -49,15 +53,21 @@ class TopicSpec:
 
     def decode(self, raw: bytes | str) -> BaseModel:
         """Validate a raw value; raises ``pydantic.ValidationError`` with a precise message."""
-        result: BaseModel = self.adapter.validate_json(unseal(raw))
+        return self.validate(unseal(raw))
+
+    def validate(self, opened: bytes | str) -> BaseModel:
+        """Validate an opened value (``shred.unseal``: unsealed and inflated) as this topic's."""
+        result: BaseModel = self.adapter.validate_json(opened)
         return result
 
-    @staticmethod
-    def encode(event: BaseModel) -> bytes:
-        """The event's JSON, sealed with its cube's data key when erasure is on."""
-        data = event.model_dump_json().encode()
+    def encode(self, event: BaseModel) -> bytes:
+        """The event's JSON (compact where the spec says so), compressed where that pays
+        (``topics/codec.py``), then sealed with its cube's data key when erasure is on.
+        Every reader opens all of these forms."""
+        data = deflate(compact_json(event) if self.compact else
+                       event.model_dump_json().encode())
         cube = getattr(event, "cube_id", None)
-        return seal(cube, data) if isinstance(cube, str) else data
+        return seal_value(cube, data) if isinstance(cube, str) else data
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)
@@ -66,18 +76,34 @@ class TopicSpec:
         return self.partitions or settings.kafka.partitions
 
 
+def compact_json(event: BaseModel) -> bytes:
+    """The event's JSON without the fields that hold their default (a reader's model puts
+    them back), but always with its ``schema_version``: the version a reader decodes by."""
+    data = event.model_dump_json(exclude_defaults=True).encode()
+    version = getattr(event, "schema_version", None)
+    if version is None or data.startswith(b'{"schema_version"'):
+        return data
+    return b'{"schema_version":%d,' % version + data[1:] if data != b"{}" else \
+        b'{"schema_version":%d}' % version
+
+
 KEEP_FOREVER = -1
 # Requests and replies matter for seconds (a client waits 30 s by default). Kept by the
 # broker's default, replies were 80% of the embedded broker's snapshot after a load bench
-# with searches (noida writes its whole log as one JSON file, so its size is load time).
-EXCHANGE_RETENTION_MS = 3_600_000
+# with searches (noida writes its whole log as one JSON file, so its size is load time);
+# kept an hour, a search still left ~50 KB in it. The worker deletes them two minutes after
+# they are written (``topics/trim.py``, DeleteRecords, which noida drops from its file);
+# this retention is the broker's fallback, longer on purpose: once noida's retention has
+# moved a partition's start, DeleteRecords finds nothing to do, and the records measured
+# still in its file (bench/log_volume.py: 4.2 MB of replies after 150 searches).
+EXCHANGE_RETENTION_MS = 600_000
 
 CONVERSATIONS = TopicSpec(
-    "conversations", ConversationChunk, retention_ms=KEEP_FOREVER,
+    "conversations", ConversationChunk, retention_ms=KEEP_FOREVER, compact=True,
     doc="Conversation chunks and documents from applications; the source of truth.",
 )
 MEMORY_ITEMS = TopicSpec(
-    "memory.items", ExtractedMemory, retention_ms=KEEP_FOREVER,
+    "memory.items", ExtractedMemory, retention_ms=KEEP_FOREVER, compact=True,
     doc="Candidate memories with provenance, from extraction or added directly.",
 )
 MEMORY_COMMANDS = TopicSpec(
@@ -86,16 +112,18 @@ MEMORY_COMMANDS = TopicSpec(
 )
 MEMORY_UPDATES = TopicSpec(
     "memory.updates", MemoryUpdate, retention_ms=KEEP_FOREVER,  # history and as_of read it
-    doc="Every change to a cube's memory, with a node snapshot.",
+    compact=True, doc="Every change to a cube's memory, with a node snapshot.",
 )
-REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove")
-REORGANIZE_NORMAL = TopicSpec("reorganize.normal", ReorganizeEvent, doc="merge")
-REORGANIZE_LOW = TopicSpec("reorganize.low", ReorganizeEvent, doc="end")
+REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove",
+                            compact=True)
+REORGANIZE_NORMAL = TopicSpec("reorganize.normal", ReorganizeEvent, doc="merge", compact=True)
+REORGANIZE_LOW = TopicSpec("reorganize.low", ReorganizeEvent, doc="end", compact=True)
 SCHEDULE_QUERY = TopicSpec("schedule.query", ScheduleMessage, doc="the user asked something")
 SCHEDULE_ANSWER = TopicSpec("schedule.answer", ScheduleMessage, doc="the agent answered")
 SCHEDULE_ADD = TopicSpec("schedule.add", ScheduleMessage, doc="memories were added by hand")
 WORKING_MEMORY = TopicSpec(
     "working-memory", WorkingMemoryReplacement, doc="ordered working-memory replacements",
+    compact=True,
 )
 ACTIVATION_MEMORY = TopicSpec(
     "activation-memory", ActivationMemory, doc="rendered, ready-to-prepend context blocks",

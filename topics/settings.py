@@ -202,6 +202,9 @@ class WorkerSettings(BaseModel):
     # delivered (their partitions' fetching is paused meanwhile).
     priority_wait_s: float = Field(default=0.5, gt=0)
     commit_interval_s: float = Field(default=0.5, gt=0)
+    # How often the worker deletes requests and replies older than two minutes from the
+    # broker (``topics/trim.py``); 0: never (the broker's retention.ms alone).
+    trim_interval_s: float = Field(default=30.0, ge=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
     doc_chunk_chars: int = Field(default=1200, ge=200)

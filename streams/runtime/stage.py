@@ -30,7 +30,7 @@ from memstream.streams.runtime.tracing import stage_span, stamp
 from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
 from memstream.topics.ids import derived_event_id
-from memstream.topics.limits import check_content, check_raw
+from memstream.topics.limits import check_content, check_encoded, check_raw
 from memstream.topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
 from memstream.topics.settings import LimitsSettings, Settings, WorkerSettings
 from memstream.topics.shred import unseal
@@ -278,8 +278,10 @@ def decode(spec: TopicSpec, raw: RawRecord, limits: LimitsSettings) -> BaseModel
     ``RecursionError`` should a parser still recurse too deep."""
     if raw.value is None:
         raise ValueError("empty record value (tombstone) on a non-compacted topic")
-    check_raw(raw.value, limits)
-    value = spec.decode(raw.value)
+    check_encoded(raw.value, limits)
+    opened = unseal(raw.value)  # sealed and compressed values are binary: checked opened
+    check_raw(opened if isinstance(opened, bytes) else opened.encode(), limits)
+    value = spec.validate(opened)
     check_content(value, limits)
     return value
 

@@ -4,6 +4,8 @@ fails within seconds naming the cause — real broker, FalkorDB, Milvus Lite, er
 
 from __future__ import annotations
 
+import base64
+import random
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -35,9 +37,15 @@ async def sealed(tmp_path: Path, kafka_broker: str, falkordb_uri: str
 
 
 def wide_nodes(count: int, chars: int) -> list[MemoryItem]:
+    """Texts of random words: replies are compressed, and a repeated sentence would fit."""
     base = datetime(2026, 1, 1, tzinfo=UTC)
-    return [MemoryItem(id=f"wide-{i:04d}", memory=f"Note {i}: " + "the user talked about the "
-                       "garden, the bees and the long summer evenings. " * (chars // 70),
+    rng = random.Random(3)
+
+    def text(i: int) -> str:
+        said = base64.b64encode(rng.randbytes(chars * 3 // 4)).decode()
+        return f"Note {i}: " + " ".join(said[j:j + 8] for j in range(0, len(said), 8))
+
+    return [MemoryItem(id=f"wide-{i:04d}", memory=text(i),
                        metadata=MemoryMetadata(
                            user_id=CUBE, cube_id=CUBE, memory_type="LongTermMemory",
                            created_at=base + timedelta(seconds=i),
@@ -48,11 +56,11 @@ def wide_nodes(count: int, chars: int) -> list[MemoryItem]:
 async def test_get_all_of_a_result_larger_than_the_broker_limit_returns_every_node(
     sealed: Pipeline,
 ) -> None:
-    """300 nodes of ~4,000 characters: one page of them is 1.2 MB of JSON and 1.6 MB sealed,
-    over the broker's 1 MB message limit (the reply that was dropped with
-    MessageSizeTooLargeError in issue #27). Every node still arrives, each page under the
-    limit as sealed."""
-    nodes = wide_nodes(300, 4_000)
+    """300 nodes of ~5,600 characters that do not compress: one page of them is 1.8 MB of
+    JSON and about 1.3 MB compressed and sealed, over the broker's 1 MB message limit (the
+    reply that was dropped with MessageSizeTooLargeError in issue #27). Every node still
+    arrives, each page under the limit as sealed."""
+    nodes = wide_nodes(300, 5_000)
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(len(nodes), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import time
 
 import pytest
@@ -67,9 +69,13 @@ def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
     from memstream.topics.events import Reply, ScoredMemory, SearchResult
     from memstream.topics.models import MemoryItem, MemoryMetadata
 
-    item = MemoryItem(id="n1", memory="m" * 3_000, metadata=MemoryMetadata(
-        user_id="u", cube_id="u", memory_type="LongTermMemory"))  # type: ignore[call-arg]
-    result = SearchResult(memories=tuple(ScoredMemory(item=item, score=1.0) for _ in range(3)))
+    # texts that do not compress (replies are compressed before they are measured)
+    rng = random.Random(1)
+    items = [MemoryItem(id=f"n{i}", memory=base64.b64encode(rng.randbytes(2_250)).decode(),
+                        metadata=MemoryMetadata(user_id="u", cube_id="u",
+                                                memory_type="LongTermMemory"))  # type: ignore[call-arg]
+             for i in range(3)]
+    result = SearchResult(memories=tuple(ScoredMemory(item=item, score=1.0) for item in items))
     reply = Reply(user_id="u", correlation_id="c", ok=True, result=result)  # type: ignore[call-arg]
     small = LimitsSettings(event_bytes=5_000)
     bounded = _bounded(reply, small)

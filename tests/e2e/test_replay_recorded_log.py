@@ -1,0 +1,61 @@
+"""Replay of a log written before a contract change: the records of ``tests/fixtures/log-v1``
+(written by the code before the log was slimmed: uncompressed sealed values, full node
+snapshots in every announcement) are published byte for byte into fresh topics, and a
+replay with today's code must rebuild exactly the stores the old code had built.
+
+Re-record only when the old format itself must change (``python -m tests.support.record_log``);
+a new format gets a new fixture directory and this one stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+from memstream.sinks.dump import export_cube
+from memstream.streams.replay.logic import replay_cube
+from memstream.streams.worker import replay_stages
+from memstream.topics import shred
+from memstream.topics.admin import ensure_topics
+from memstream.topics.events import MemoryUpdate, ReplayCube
+from memstream.topics.registry import MEMORY_UPDATES
+from tests.support import log_fixture
+from tests.support.pipeline import Pipeline
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "log-v1"
+
+
+async def test_a_log_recorded_by_the_v1_code_replays_into_identical_stores(
+    pipeline: Pipeline,
+) -> None:
+    p = pipeline
+    records, expected = log_fixture.read(FIXTURE)
+    assert {r.topic for r in records} >= {"conversations", "memory.items", "memory.commands",
+                                          "memory.updates"}
+    # the old log's topics, under a prefix of their own (the worker does not consume them)
+    kafka = p.settings.kafka.model_copy(update={"topic_prefix": f"v1{uuid.uuid4().hex[:6]}.",
+                                                "partitions": expected["partitions"]})
+    settings = p.settings.model_copy(update={"kafka": kafka})
+    await ensure_topics(settings, p.bootstrap)
+    await log_fixture.publish(settings, p.bootstrap, records)
+    deps = dataclasses.replace(p.deps, settings=settings)
+    ring = shred.activate(FIXTURE / "keys")  # the cubes' data keys of the recorded run
+    try:
+        for update in records:  # every old announcement still decodes
+            if update.topic == MEMORY_UPDATES.suffix and update.value is not None:
+                assert isinstance(MEMORY_UPDATES.decode(update.value), MemoryUpdate)
+        for cube, want in expected["cubes"].items():
+            assert not (await export_cube(deps.store, cube)).nodes
+            await replay_cube(ReplayCube(user_id=cube), deps, replay_stages())
+            got = log_fixture.store_view(await export_cube(deps.store, cube))
+            assert got["nodes"].keys() == want["nodes"].keys()
+            for node_id, node in want["nodes"].items():
+                assert got["nodes"][node_id] == node, node_id
+            assert got["edges"] == want["edges"]
+            assert got["vectors"] == want["vectors"]
+            assert {e[2] for e in got["edges"]} >= {"EXTRACTED_FROM", "MERGED_TO"}
+            assert {n["metadata"]["status"] for n in got["nodes"].values()} >= {
+                "activated", "archived"}
+    finally:
+        shred.release(ring.directory)

@@ -1,0 +1,67 @@
+"""Transient topics leave the embedded broker's file (topics/trim.py): checked by the file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from memstream.local.broker import NoidaBroker
+from memstream.local.broker_snapshot import DATA_FILE
+from memstream.topics.admin import ensure_topics
+from memstream.topics.registry import MEMORY_ITEMS, REPLIES, REQUESTS, consumer_group
+from memstream.topics.settings import Settings
+from memstream.topics.trim import trim_once
+
+
+async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
+    tmp_path: Path,
+) -> None:
+    broker = NoidaBroker(tmp_path / "broker")
+    bootstrap = await broker.start()
+    try:
+        settings = Settings(data_dir=tmp_path, app_id="trim",
+                            kafka={"bootstrap_servers": bootstrap, "partitions": 1})
+        await ensure_topics(settings, bootstrap)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            for topic, count in ((REPLIES, 200), (REQUESTS, 5), (MEMORY_ITEMS, 50)):
+                for _ in range(count):
+                    await producer.send(topic.name(settings), os.urandom(2_000), key=b"c")
+            await producer.flush()
+        finally:
+            await producer.stop()
+        requests = TopicPartition(REQUESTS.name(settings), 0)
+        lane = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                group_id=consumer_group(settings, REQUESTS))
+        await lane.start()
+        try:  # the worker has taken the first three requests
+            lane.assign([requests])
+            await lane.commit({requests: OffsetAndMetadata(3, "")})
+        finally:
+            await lane.stop()
+        await asyncio.sleep(1.5)  # the broker saves its file about once a second
+        before = (tmp_path / "broker" / DATA_FILE).stat().st_size
+
+        assert await trim_once(settings, bootstrap, keep_s=3600) == 0  # nothing that old
+        gone = await trim_once(settings, bootstrap, keep_s=0)
+        assert gone == 200 + 3
+        await asyncio.sleep(1.5)
+        after = (tmp_path / "broker" / DATA_FILE).stat().st_size
+        # 203 records of 2,000 bytes, about 3.6 characters a byte in noida's file
+        assert before - after > 203 * 2_000 * 3, (before, after)
+        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await reader.start()
+        try:
+            tps = [TopicPartition(REPLIES.name(settings), 0), requests,
+                   TopicPartition(MEMORY_ITEMS.name(settings), 0)]
+            starts = await reader.beginning_offsets(tps)
+            assert [starts[tp] for tp in tps] == [200, 3, 0]  # items are never trimmed
+        finally:
+            await reader.stop()
+    finally:
+        await broker.stop()

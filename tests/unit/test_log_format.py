@@ -1,0 +1,128 @@
+"""How record values are written (compact JSON, compressed, sealed in binary) and that every
+older form still reads: uncompressed values, the JSON envelope, MemoryUpdate version 1."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from memstream.streams.runtime.stage import RawRecord, decode
+from memstream.topics import codec, shred
+from memstream.topics.events import ConversationChunk, ExtractedMemory, MemoryUpdate
+from memstream.topics.limits import LimitExceeded
+from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef, UsageRecord
+from memstream.topics.registry import (
+    ALL_TOPICS,
+    CONVERSATIONS,
+    MEMORY_ITEMS,
+    MEMORY_UPDATES,
+    REQUESTS,
+)
+from memstream.topics.settings import LimitsSettings
+
+AT = datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+
+def node(usage: int = 0) -> MemoryItem:
+    return MemoryItem(id="n1", memory="The user lives in Porto and works as a nurse.",
+                      metadata=MemoryMetadata(
+                          user_id="ann", cube_id="ann", memory_type="LongTermMemory",
+                          tags=("porto", "work"), sources=(SourceRef(message_id="m1"),),
+                          created_at=AT, updated_at=AT,
+                          usage=tuple(UsageRecord(at=AT, requester="r", query=f"q{i}")
+                                      for i in range(usage))))
+
+
+def test_compressed_values_round_trip_and_short_ones_stay_as_they_are() -> None:
+    text = json.dumps({"memory": "the user likes tea " * 40}).encode()
+    packed = codec.deflate(text)
+    assert packed.startswith(codec.MAGIC) and len(packed) < len(text) / 4
+    assert codec.inflate(packed) == text
+    assert codec.deflate(b'{"a":1}') == b'{"a":1}' and codec.inflate(b'{"a":1}') == b'{"a":1}'
+
+
+def test_a_compression_bomb_or_a_damaged_value_is_refused() -> None:
+    bomb = codec.MAGIC + zlib.compress(b" " * 2_000_000)
+    with pytest.raises(codec.Unreadable, match="more than 1,000"):
+        codec.inflate(bomb, max_bytes=1_000)
+    with pytest.raises(ValidationError, match="does not inflate"):
+        CONVERSATIONS.decode(codec.MAGIC + b"not zlib at all")
+
+
+def test_sealed_values_are_binary_compressed_and_the_json_envelope_still_opens(
+    tmp_path: Path,
+) -> None:
+    shred.activate(tmp_path)
+    try:
+        item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20)
+        raw = MEMORY_ITEMS.encode(item)
+        assert raw.startswith(shred.MAGIC) and b"Porto" not in raw
+        assert len(raw) < len(item.model_dump_json()) / 2  # compressed before sealing
+        assert MEMORY_ITEMS.decode(raw) == item
+        old = shred.seal("ann", item.model_dump_json().encode())  # the envelope of before
+        assert old.startswith(shred.PREFIX) and MEMORY_ITEMS.decode(old) == item
+        tampered = raw[:-1] + bytes([raw[-1] ^ 1])
+        with pytest.raises(ValidationError, match="no longer exists"):
+            MEMORY_ITEMS.decode(tampered)
+        assert shred.destroy("ann")
+        with pytest.raises(ValidationError, match="cube 'ann' was erased"):
+            MEMORY_ITEMS.decode(raw)
+    finally:
+        shred.release(tmp_path)
+
+
+def test_compact_topics_leave_defaults_out_and_keep_the_version() -> None:
+    update = MemoryUpdate(user_id="ann", action="added", stage="add", node_id="n1",
+                          node=node(), occurred_at=AT)
+    raw = MEMORY_UPDATES.encode(update)
+    opened = json.loads(codec.inflate(raw))
+    assert opened["schema_version"] == 2
+    assert "frozen" not in opened["node"]["metadata"]  # a default, left out
+    assert opened["node"]["metadata"]["sources"] == [{"message_id": "m1"}]
+    assert MEMORY_UPDATES.decode(raw) == update
+    # a discriminated union needs its tag even at the default: those topics stay whole
+    assert not REQUESTS.compact
+    for spec in ALL_TOPICS:
+        if spec.compact:
+            assert "Annotated" not in repr(spec.value), spec.suffix
+
+
+def test_memory_updates_v2_carry_no_usage_and_v1_records_still_decode() -> None:
+    used = node(usage=3)
+    update = MemoryUpdate(user_id="ann", action="updated", stage="commands", node_id="n1",
+                          node=used, occurred_at=AT)
+    assert update.node is not None and update.node.metadata.usage == ()
+    assert update.schema_version == 2
+    v1 = json.loads(update.model_dump_json())
+    v1["schema_version"] = 1
+    v1["node"] = json.loads(used.model_dump_json())  # written with its usage, as before
+    old = MEMORY_UPDATES.decode(json.dumps(v1).encode())
+    assert isinstance(old, MemoryUpdate) and old.schema_version == 1
+    assert old.node is not None and old.node.memory == used.memory
+    assert old.node.metadata.usage == ()
+
+
+def test_nesting_is_checked_on_the_opened_value_of_a_sealed_record(tmp_path: Path) -> None:
+    shred.activate(tmp_path)
+    try:
+        deep = ('{"user_id":"ann","messages":' + "[" * 50 + "]" * 50 + "}").encode()
+        raw = RawRecord("t", 0, 0, b"ann", shred.seal_value("ann", codec.deflate(deep)))
+        with pytest.raises(LimitExceeded, match="JSON nesting"):
+            decode(CONVERSATIONS, raw, LimitsSettings())
+        chunk = ConversationChunk(user_id="ann", messages=(  # type: ignore[arg-type]
+            {"id": "m1", "role": "user", "content": "hi", "timestamp": AT.isoformat()},))
+        ok = RawRecord("t", 0, 0, b"ann", CONVERSATIONS.encode(chunk))
+        assert decode(CONVERSATIONS, ok, LimitsSettings()) == chunk
+    finally:
+        shred.release(tmp_path)
+
+
+def test_an_old_plain_record_reads_as_it_did() -> None:
+    chunk = ConversationChunk(user_id="ann", messages=(  # type: ignore[arg-type]
+        {"id": "m1", "role": "user", "content": "hi", "timestamp": AT.isoformat()},))
+    assert CONVERSATIONS.decode(chunk.model_dump_json().encode()) == chunk
