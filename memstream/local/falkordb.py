@@ -40,7 +40,7 @@ __all__ = [
     "PORT_FILE", "RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken",
 ]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 RUN_FILE = "falkordb.json"
 LOG_FILE = "falkordb.log"
@@ -310,7 +310,7 @@ class FalkorDBServer:
             if not aof.rdb_holds_everything(self.data_dir, self.log_path):
                 raise FalkorDBServerError(aof.replay_crash_message(self.data_dir)) from None
             kept = aof.set_aside(self.data_dir)
-            log.warning(
+            logger.warning(
                 "FalkorDB crashed replaying its append-only file; started from the snapshot "
                 "saved at its last clean stop, which holds every write (the crashing file is "
                 "kept as %s)", kept,
