@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 from pathlib import Path
@@ -111,16 +112,18 @@ async def mixed_log(data: Path, sig: signal.Signals) -> FalkorDBServer:
 
 
 async def test_a_crashing_log_after_a_clean_stop_recovers_from_the_snapshot(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = tmp_path / "db"
     await mixed_log(data, signal.SIGTERM)
-    async with FalkorDBServer(data) as recovered:
-        client = redis.asyncio.Redis.from_url(recovered.uri)
-        assert await read_all(client) == EXPECTED
-        await client.aclose()
+    with caplog.at_level(logging.WARNING, logger="memstream.local.falkordb"):
+        async with FalkorDBServer(data) as recovered:
+            client = redis.asyncio.Redis.from_url(recovered.uri)
+            assert await read_all(client) == EXPECTED
+            await client.aclose()
     kept = list(data.glob("appendonlydir.crashed-*"))
     assert len(kept) == 1 and (kept[0] / "appendonly.aof.manifest").is_file()
+    assert "crashed replaying its append-only file" in caplog.text and str(kept[0]) in caplog.text
     # The new log replays: a kill after more writes loses nothing.
     server = FalkorDBServer(data)
     await server.start()
