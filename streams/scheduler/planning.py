@@ -170,15 +170,24 @@ class Plan:
         return f"{len(self.entries)} items" + (f" (dropped {gone})" if gone else "")
 
 
+def not_yet_held(current: Sequence[Entry], retrieved: Sequence[Entry]) -> list[Entry]:
+    """The current items the retrieved ones do not already hold: a statement whose turns are
+    all inside a retrieved episode would only say them again."""
+    covered = frozenset().union(*(e.turns for e in retrieved))
+    return [e for e in current if not (e.turns and e.turns <= covered)]
+
+
 async def plan_working_memory(
     deps: Deps, cube_id: str, current: Sequence[Entry], retrieved: Sequence[Entry],
     queries: list[str], query_vectors: QueryVectors | None = None,
 ) -> Plan:
     """Retrieved + current, cleaned, reordered and filtered by the model, cut to capacity."""
     cfg = deps.settings.scheduler
-    combined = [*retrieved, *current]
+    rest = not_yet_held(current, retrieved)
+    combined = [*retrieved, *rest]
     entries = drop_short_and_repeats(combined, cfg.min_chars)
-    plan = Plan(entries=[], dropped={"short or repeated": len(combined) - len(entries)})
+    plan = Plan(entries=[], dropped={"held by a retrieved episode": len(current) - len(rest),
+                                     "short or repeated": len(combined) - len(entries)})
     vectors = await entry_vectors(deps, cube_id, entries)
     keep = near_duplicate_survivors(vectors, near_duplicate_threshold(deps))
     plan.dropped["near-duplicate"] = len(entries) - len(keep)
