@@ -23,6 +23,7 @@ from retrieval_quality import (
 )
 from rq_baselines import Hit, recall_at
 
+from memstream.local import broker
 from memstream.local.stack import EmbeddedStack
 from memstream.streams.scheduler.agent import SchedulerStats
 from memstream.streams.worker import Worker
@@ -58,6 +59,9 @@ async def dev_split(path: Path, data: Path, only: list[str], limit: int) -> None
     print(f"{len(pairs)} questions over {len(convs)} conversations, asked one after another "
           "in both speakers' cubes", flush=True)
     settings = Settings(data_dir=data, kafka={"partitions": 4})
+    # a broker replaying a large log on a busy machine needs longer than 30 s to answer
+    assert broker.create_broker.__kwdefaults__ is not None
+    broker.create_broker.__kwdefaults__["startup_timeout_s"] = 300.0
     async with EmbeddedStack(settings) as stack:
         applied = Arrivals(stack.bootstrap, MEMORY_UPDATES.name(settings), MemoryUpdate)
         async with Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
