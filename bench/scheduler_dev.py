@@ -85,9 +85,10 @@ async def dev_split(path: Path, data: Path, only: list[str], limit: int) -> None
                 sizes.append(size)
                 wm_recall.append(recall_at(held(items), q.evidence, size) if size else 0.0)
                 search_recall.append(recall_at(found, q.evidence, size) if size else 0.0)
-                if n % 50 == 0:
+                if n % 10 == 0:
                     print(f"  {n}: working memory {np.mean(wm_recall):.3f}, search "
-                          f"{np.mean(search_recall):.3f}", flush=True)
+                          f"{np.mean(search_recall):.3f}, refresh p50 {pct(refresh, 50):.0f} ms",
+                          flush=True)
             await applied.stop()
     wm, srch = float(np.mean(wm_recall)), float(np.mean(search_recall))
     print(f"\nitems held by both working memories per question: mean {np.mean(sizes):.1f}, "
