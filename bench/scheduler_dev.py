@@ -28,7 +28,7 @@ from memstream.local.stack import EmbeddedStack
 from memstream.streams.scheduler.agent import SchedulerStats
 from memstream.streams.worker import Worker
 from memstream.topics.client import MemoryClient
-from memstream.topics.events import MemoryUpdate, ScheduleMessage
+from memstream.topics.events import ScheduleMessage
 from memstream.topics.ids import derived_event_id
 from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES, SCHEDULE_QUERY
@@ -40,6 +40,15 @@ def held(items: list[MemoryItem]) -> list[Hit]:
     return [Hit(frozenset(s.message_id for s in i.metadata.sources
                           if s.kind == "message" and s.message_id), len(i.memory))
             for i in items]
+
+
+class SealedUpdates:
+    """``Arrivals`` decodes with ``model_validate_json``: memory.updates values are sealed
+    with the cube's key when erasure is on, so they are read through the topic's spec."""
+
+    @staticmethod
+    def model_validate_json(raw: bytes) -> object:
+        return MEMORY_UPDATES.decode(raw)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -63,7 +72,7 @@ async def dev_split(path: Path, data: Path, only: list[str], limit: int) -> None
     assert broker.create_broker.__kwdefaults__ is not None
     broker.create_broker.__kwdefaults__["startup_timeout_s"] = 300.0
     async with EmbeddedStack(settings) as stack:
-        applied = Arrivals(stack.bootstrap, MEMORY_UPDATES.name(settings), MemoryUpdate)
+        applied = Arrivals(stack.bootstrap, MEMORY_UPDATES.name(settings), SealedUpdates)
         async with Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                 MemoryClient(settings, stack.bootstrap) as client:
             await settle(settings, stack.bootstrap)
