@@ -1,6 +1,17 @@
-"""Scheduler latency: a `query` message to its `working-memory` event, next to the searches.
+"""Scheduler latency: a `query` message to its `working-memory` event, next to the searches;
+and, on LoCoMo-format conversations, what working memory holds of each question's evidence.
 
     python bench/scheduler.py [--cubes 20] [--per-cube 500] [--queries 100]
+    python bench/scheduler.py --dev PATH --reuse DIR [--only ID] [--questions N]
+
+``--dev``: the stores ``bench/retrieval_quality.py PATH --reuse DIR`` ingested (one cube per
+speaker); each question is sent as a ``query`` to both speakers' cubes, one question after
+another as a user would ask them (default scheduler settings: the decision whether to
+retrieve is the scheduler's). Once both are handled (and a refresh applied), the two
+working memories (N items together) are read back and credited with the turns their items
+cite; in the same run a fast search of both cubes returning N items is credited the same way
+(``bench/retrieval_quality.py``'s merge). Printed: evidence recall of both, their ratio
+(goal >= 0.95), and the refresh latency, query published to working memory applied.
 
 Loads cubes × memories straight into the embedded stores (loading is not measured),
 starts a worker (``rules`` LLM, local e5 embedder) and publishes queries one at a
@@ -29,6 +40,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench.search import make_nodes, memory_texts, pct  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
@@ -100,8 +112,21 @@ async def main() -> None:
     parser.add_argument("--cubes", type=int, default=20)
     parser.add_argument("--per-cube", type=int, default=500)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--dev", type=Path, metavar="PATH",
+                        help="LoCoMo-format file: working memory against search per question")
+    parser.add_argument("--reuse", type=Path, help="with --dev: retrieval_quality.py's data dir")
+    parser.add_argument("--only", action="append", default=[], metavar="SAMPLE_ID")
+    parser.add_argument("--questions", type=int, default=0, help="with --dev: the first N")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
+    if args.dev is not None:
+        if args.reuse is None or not (args.reuse / "retrieval-quality.json").is_file():
+            parser.error("--dev needs --reuse DIR holding a finished retrieval_quality.py "
+                         "ingestion of the same file")
+        from scheduler_dev import dev_split  # noqa: PLC0415 - only this mode needs it
+
+        await dev_split(args.dev, args.reuse, args.only, args.questions)
+        return
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
         settings = Settings(data_dir=Path(tmp), kafka={"partitions": 4},

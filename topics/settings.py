@@ -234,6 +234,11 @@ class SearchSettings(BaseModel):
     # first, above 1 the turns around them.
     episode_weight: float = Field(default=1.0, ge=0)
     keyword_recall: bool = True
+    # A memory found by its vector alone scores its fused score times 1 - spread + spread *
+    # (how far its cosine stands above the candidates' median, as a share of the best one's
+    # lead): scores separate a clear answer from the rest (0: rank fusion alone, where the
+    # 2nd of 10 unrelated memories scores 0.98).
+    cosine_spread: float = Field(default=0.5, ge=0, le=1)
     # Turn ranking of episodes (streams.core.turn_ranking): each turn scored by reciprocal-rank
     # fusion of its statements' cosine, its BM25, its episode's cosine and its episode's BM25
     # (these weights, ``turn_rrf_k``); a hit is the turn with neighbours of its session.

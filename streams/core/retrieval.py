@@ -224,12 +224,27 @@ def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
     return {i: v / best for i, v in fused.items()} if best > 0 else fused
 
 
+def cosine_standing(cosines: Sequence[float], spread: float) -> list[float]:
+    """Per candidate, a factor in [1 - spread, 1]: how far its cosine stands above the
+    candidates' median, as a share of the best one's lead. Rank fusion alone scores the
+    second of ten unrelated memories 0.98; this lets the score say how clear a lead is."""
+    if spread <= 0 or not cosines:
+        return [1.0] * len(cosines)
+    values = np.asarray(cosines, dtype=np.float64)
+    mid, top = float(np.median(values)), float(values.max())
+    if top - mid <= 1e-9:
+        return [1.0] * len(cosines)
+    lead = np.clip((values - mid) / (top - mid), 0.0, 1.0)
+    return (1.0 - spread + spread * lead).tolist()  # type: ignore[no-any-return]
+
+
 async def rerank(
     deps: Deps, cube_id: str, query_vec: np.ndarray, candidates: Candidates
 ) -> list[tuple[str, float]]:
     """Candidate ids by hybrid score: every candidate ranked by the cosine of its embedding
     with the query, fused with the keyword, key and tag recalls by reciprocal rank, then
-    weighted by hierarchy level (the node's when read, else the vector record's copy)."""
+    weighted by hierarchy level (the node's when read, else the vector record's copy) and by
+    how far its cosine stands above the other candidates' (``cosine_standing``)."""
     missing = [i for i in candidates.items if i not in candidates.records]
     records = dict(candidates.records)
     if missing:
@@ -245,13 +260,17 @@ async def rerank(
              for name, ranked in candidates.ranked.items()}
     lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
     fused = fuse(deps, lists)
+    standing = cosine_standing([cosines[i] for i in ids], deps.settings.search.cosine_spread)
+    # words, a key or tags found it: its evidence is not the cosine
+    matched = {i for name, ranked in lists.items() if name != "vector" for i in ranked}
+    standing = [1.0 if i in matched else f for i, f in zip(ids, standing, strict=True)]
     scored = []
     episode_weight = deps.settings.search.episode_weight
-    for node_id in ids:
+    for node_id, stands in zip(ids, standing, strict=True):
         item = candidates.items.get(node_id)
         record = records[node_id]
         level = item.metadata.hierarchy_level if item else record.hierarchy_level
-        weight = level_weight(deps, level)
+        weight = level_weight(deps, level) * stands
         if record.memory_type == "EpisodicMemory":
             weight *= episode_weight
         scored.append((node_id, fused.get(node_id, 0.0) * weight))

@@ -46,6 +46,13 @@ class Entry:
     ref: str
     text: str
     vector_id: str
+    # the message ids of the turns it came from (an episode: all of its turns)
+    turns: frozenset[str] = frozenset()
+
+
+def cited_turns(node: MemoryItem) -> frozenset[str]:
+    return frozenset(s.message_id for s in node.metadata.sources
+                     if s.kind == "message" and s.message_id)
 
 
 def admissible(node: MemoryItem) -> bool:
@@ -56,11 +63,12 @@ def admissible(node: MemoryItem) -> bool:
 
 
 def entry_of_copy(node: MemoryItem) -> Entry:
-    return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id)
+    return Entry(ref=node.metadata.origin_id or node.id, text=node.memory, vector_id=node.id,
+                 turns=cited_turns(node))
 
 
 def entry_of_node(node: MemoryItem) -> Entry:
-    return Entry(ref=node.id, text=node.memory, vector_id=node.id)
+    return Entry(ref=node.id, text=node.memory, vector_id=node.id, turns=cited_turns(node))
 
 
 def working_copy(node: MemoryItem) -> MemoryItem:

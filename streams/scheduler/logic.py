@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memstream.streams.core.retrieval import search
-from memstream.streams.core.working_memory import Entry, admissible, entry_of_node
+from memstream.streams.core.working_memory import (
+    Entry,
+    admissible,
+    entry_of_copy,
+    entry_of_node,
+)
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.scheduler import (
     KEYWORDS,
@@ -38,11 +43,13 @@ from memstream.topics.events import (
     KNOWN_SCHEDULE_LABELS,
     MemoryUpdate,
     ScheduleMessage,
+    ScoredMemory,
     SearchRequest,
     WorkingMemoryEntry,
     WorkingMemoryReplacement,
 )
 from memstream.topics.ids import derived_event_id
+from memstream.topics.models import MemoryItem
 from memstream.topics.registry import (
     MEMORY_UPDATES,
     SCHEDULE_ADD,
@@ -54,8 +61,6 @@ from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.scheduler")
 STAGE = "scheduler"
-SEARCH_TYPES: tuple[Literal["LongTermMemory"], Literal["UserMemory"]] = (
-    "LongTermMemory", "UserMemory")
 
 Label = Literal["query", "answer", "add"]
 
@@ -134,22 +139,47 @@ def split_top_k(top_k: int, pieces: int) -> int:
     return max(1, top_k // max(1, pieces))
 
 
-async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) -> list[Entry]:
-    """Search LongTermMemory and UserMemory for each piece of evidence, concurrently.
+def entry_of_hit(hit: ScoredMemory, episodes: dict[str, MemoryItem]) -> Entry | None:
+    """A search hit as a working-memory candidate: a hit on an episode's turns enters as
+    that episode (the turns as said, so the evidence around the turn comes with it); any
+    other hit as its node. ``None`` for what may not enter (``admissible``)."""
+    node = episodes.get(hit.episode_id or "") if hit.excerpt is not None else None
+    node = node or hit.item
+    if not admissible(node):
+        return None
+    if node.metadata.memory_type == "WorkingMemory":
+        return entry_of_copy(node)
+    return entry_of_node(node)
 
-    Results keep the evidence order; within one piece, both types merged by score. Summaries
-    the ``rules`` stand-in wrote are left out (``admissible``).
-    """
-    per = split_top_k(deps.settings.scheduler.top_k, len(evidence))
+
+async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) -> list[Entry]:
+    """The search's ranking for each piece of evidence, concurrently, the pieces' lists
+    taken in turn (best of each first).
+
+    Fast search of every stored type ranks statements and episodes' turns together, so
+    working memory holds what a search would return (issue #28, point 6)."""
+    # twice the capacity: repeats, near-duplicates and the filter take some out
+    want = 2 * deps.settings.memory.working_memory_capacity
+    per = split_top_k(want, len(evidence))
     requests = [SearchRequest(user_id=msg.user_id, cube_id=msg.cube_id, query=text, top_k=per,
-                              memory_type=memory_type, requester=STAGE)
-                for text in evidence for memory_type in SEARCH_TYPES]
+                              memory_type="All", requester=STAGE) for text in evidence]
     results = await asyncio.gather(*(search(r, deps) for r in requests))
+    wanted = {h.episode_id for scored, _ in results for h in scored
+              if h.excerpt is not None and h.episode_id and h.item.id != h.episode_id}
+    episodes = {n.id: n for n in await deps.query.get_nodes(msg.cube_id, sorted(wanted))} \
+        if wanted else {}
+    for scored, _ in results:
+        episodes.update({h.item.id: h.item for h in scored
+                         if h.item.metadata.memory_type == "EpisodicMemory"})
+    lists = [[e for hit in scored if (e := entry_of_hit(hit, episodes)) is not None]
+             for scored, _ in results]
     out: list[Entry] = []
-    for i in range(0, len(results), len(SEARCH_TYPES)):
-        hits = [hit for scored, _mode in results[i:i + len(SEARCH_TYPES)] for hit in scored]
-        hits.sort(key=lambda hit: hit.score, reverse=True)
-        out.extend(entry_of_node(hit.item) for hit in hits if admissible(hit.item))
+    seen: set[str] = set()
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for entries in lists:
+            if rank < len(entries) and entries[rank].ref not in seen:
+                seen.add(entries[rank].ref)
+                out.append(entries[rank])
     return out
 
 

@@ -1,9 +1,12 @@
 """Choosing the next working memory: combine, deduplicate, rerank, filter, trim.
 
-Current working memory comes first, then the newly retrieved memories. Items
-shorter than ``min_chars``, exact repeats and near-duplicates (embedding cosine at
-or above the threshold) are dropped, keeping the earlier one; the model (or its
-``rules`` stand-in) reorders and filters; the result is cut to the capacity.
+The newly retrieved memories come first, in the search's ranking, then the current
+working memory: an item the search no longer ranks for the recent questions keeps its
+place only while the capacity has room (what the search ranks first is what a search
+would have returned; issue #28 point 6). Items shorter than ``min_chars``, exact repeats
+and near-duplicates (embedding cosine at or above the threshold) are dropped, keeping the
+earlier one; the model reorders and filters (its ``rules`` stand-in keeps the search's
+order); the result is cut to the capacity.
 """
 
 from __future__ import annotations
@@ -167,15 +170,24 @@ class Plan:
         return f"{len(self.entries)} items" + (f" (dropped {gone})" if gone else "")
 
 
+def not_yet_held(current: Sequence[Entry], retrieved: Sequence[Entry]) -> list[Entry]:
+    """The current items the retrieved ones do not already hold: a statement whose turns are
+    all inside a retrieved episode would only say them again."""
+    covered = frozenset().union(*(e.turns for e in retrieved))
+    return [e for e in current if not (e.turns and e.turns <= covered)]
+
+
 async def plan_working_memory(
     deps: Deps, cube_id: str, current: Sequence[Entry], retrieved: Sequence[Entry],
     queries: list[str], query_vectors: QueryVectors | None = None,
 ) -> Plan:
-    """Current + retrieved, cleaned, reordered and filtered by the model, cut to capacity."""
+    """Retrieved + current, cleaned, reordered and filtered by the model, cut to capacity."""
     cfg = deps.settings.scheduler
-    combined = [*current, *retrieved]
+    rest = not_yet_held(current, retrieved)
+    combined = [*retrieved, *rest]
     entries = drop_short_and_repeats(combined, cfg.min_chars)
-    plan = Plan(entries=[], dropped={"short or repeated": len(combined) - len(entries)})
+    plan = Plan(entries=[], dropped={"held by a retrieved episode": len(current) - len(rest),
+                                     "short or repeated": len(combined) - len(entries)})
     vectors = await entry_vectors(deps, cube_id, entries)
     keep = near_duplicate_survivors(vectors, near_duplicate_threshold(deps))
     plan.dropped["near-duplicate"] = len(entries) - len(keep)

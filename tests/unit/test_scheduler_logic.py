@@ -21,6 +21,7 @@ from memstream.streams.scheduler.planning import (
     QueryVectors,
     drop_short_and_repeats,
     near_duplicate_survivors,
+    not_yet_held,
     query_similarities,
 )
 from memstream.streams.scheduler.state import CubeState, QueryRecord
@@ -218,3 +219,11 @@ async def test_query_vectors_embed_each_query_once_and_forget_the_oldest() -> No
     assert embedder.embedded[2:] == ["travel plans", "where is Ana?"]
     sims = query_similarities(first, np.stack([first[1], -first[1]]))
     assert sims[0] == pytest.approx(1.0, abs=1e-5) and sims[1] < 0.5
+
+
+def test_current_items_an_episode_already_holds_make_way() -> None:
+    episode = Entry(ref="ep", text="a: x\nb: y", vector_id="ep", turns=frozenset({"m1", "m2"}))
+    inside = Entry(ref="s1", text="x", vector_id="s1", turns=frozenset({"m1"}))
+    outside = Entry(ref="s2", text="z", vector_id="s2", turns=frozenset({"m3"}))
+    unknown = Entry(ref="s3", text="w", vector_id="s3")  # cites no turn: kept
+    assert not_yet_held([inside, outside, unknown], [episode]) == [outside, unknown]

@@ -19,17 +19,10 @@ def rules_keywords(ctx: KeywordContext) -> KeywordResponse:
     return KeywordResponse(keywords=fallback_keywords(ctx.query))
 
 
-
-
 def rules_rerank(ctx: RerankContext) -> RerankResponse:
-    """By similarity when given, else by shared keywords; ties keep their original order."""
-    overlaps = ctx.overlaps()
-    sims = ctx.similarities
-    if sims is not None:
-        order = sorted(range(len(ctx.candidates)), key=lambda i: (-sims[i], -overlaps[i], i))
-    else:
-        order = sorted(range(len(ctx.candidates)), key=lambda i: (-overlaps[i], i))
-    return RerankResponse(order=order)
+    """The order given: the candidates arrive in the search's ranking (statement and turn
+    cosine fused with BM25), which a single cosine against the query would only undo."""
+    return RerankResponse(order=list(range(len(ctx.candidates))))
 
 
 def rules_filter(ctx: FilterContext) -> FilterResponse:

@@ -297,3 +297,15 @@ async def test_a_subgraph_holds_the_best_match_and_its_neighbours(tmp_path: Path
     assert {n.id for n in sub.nodes} == {nodes[0].id, nodes[4].id}
     assert [(e.source, e.target, e.type) for e in sub.edges] == [
         (nodes[0].id, nodes[4].id, "RELATE_TO")]
+
+
+def test_a_clear_lead_in_cosine_scores_apart_from_the_rest() -> None:
+    from memstream.streams.core.retrieval import cosine_standing
+
+    # the demo's "What should I avoid eating?": the allergy 0.819, green tea 0.777, ...
+    cos = [0.819, 0.777, 0.774, 0.766, 0.756, 0.751]
+    factors = cosine_standing(cos, 0.5)
+    assert factors[0] == 1.0 and all(f < 0.65 for f in factors[1:])
+    assert factors == sorted(factors, reverse=True) and min(factors) >= 0.5
+    assert cosine_standing(cos, 0.0) == [1.0] * len(cos)  # off: rank fusion alone
+    assert cosine_standing([0.8, 0.8], 0.5) == [1.0, 1.0]  # no lead: nothing to say
