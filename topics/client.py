@@ -203,7 +203,9 @@ class MemoryClient:
         if key is None and isinstance(event, Event):
             key = event.kafka_key
         check_content(event, self.settings.limits)
-        data = spec.encode(event)
+        plain = spec.plain(event)  # the worker checks the opened value against the same limit
+        check_encoded(plain, self.settings.limits, type(event).__name__)
+        data = spec.encode(event, plain)
         check_encoded(data, self.settings.limits, type(event).__name__)
         try:
             with tracing.span(f"memstream.client.publish {spec.suffix}", {

@@ -60,12 +60,17 @@ class TopicSpec:
         result: BaseModel = self.adapter.validate_json(opened)
         return result
 
-    def encode(self, event: BaseModel) -> bytes:
-        """The event's JSON (compact where the spec says so), compressed where that pays
+    def plain(self, event: BaseModel) -> bytes:
+        """The event's JSON as a reader opens it (compact where the spec says so): what the
+        size limit (``limits.event_bytes``) is checked on at both ends, since compression
+        shrinks some events far below it and not others."""
+        return compact_json(event) if self.compact else event.model_dump_json().encode()
+
+    def encode(self, event: BaseModel, plain: bytes | None = None) -> bytes:
+        """The event's JSON (``plain``, made here if not given), compressed where that pays
         (``topics/codec.py``), then sealed with its cube's data key when erasure is on.
         Every reader opens all of these forms."""
-        data = deflate(compact_json(event) if self.compact else
-                       event.model_dump_json().encode())
+        data = deflate(self.plain(event) if plain is None else plain)
         cube = getattr(event, "cube_id", None)
         return seal_value(cube, data) if isinstance(cube, str) else data
 

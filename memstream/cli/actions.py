@@ -118,6 +118,7 @@ def plan_chunks(settings: Settings, user_id: str, cube: str, sessions: list[Sess
             messages=tuple(msgs))
         check_content(chunk, limits)
         try:
+            check_encoded(CONVERSATIONS.plain(chunk), limits, "ConversationChunk")
             check_encoded(CONVERSATIONS.encode(chunk), limits, "ConversationChunk")
         except LimitExceeded:
             if len(msgs) == 1:
@@ -239,6 +240,7 @@ async def _add_document(settings: Settings, console: Console, text: str, name: s
                               cube_id=cube, kind="doc",
                               document=Document(doc_id=doc_id, text=text, title=name))
     check_content(chunk, settings.limits)
+    check_encoded(CONVERSATIONS.plain(chunk), settings.limits, "document")
     check_encoded(CONVERSATIONS.encode(chunk), settings.limits, "document")
     async with MemoryClient(settings) as client:
         before = await _count_before(client, user_id, cube) if wait else 0

@@ -162,18 +162,24 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
+def _size(reply: Reply) -> int:
+    """A reply's size for the limit: its JSON as the client opens it, or the record as sent
+    when that is larger (a small sealed value); compression makes most records smaller."""
+    plain = REPLIES.plain(reply)
+    return max(len(plain), len(REPLIES.encode(reply, plain)))
+
+
 def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
-    """The reply as it may be sent: at most ``limits.event_bytes`` encoded (sealed, when
-    erasure is on: the sealed value is about 4/3 of the JSON, so a page is measured as
-    it will be sent, and cut again until it fits)."""
-    size = len(REPLIES.encode(reply))
+    """The reply as it may be sent: at most ``limits.event_bytes`` (``_size``), a page cut
+    again until it fits."""
+    size = _size(reply)
     if size <= limits.event_bytes:
         return reply
     result = reply.result
     if isinstance(result, NodesResult) and result.total is not None and result.nodes:
         empty = reply.model_copy(update={"result": result.model_copy(update={"nodes": ()})})
         plain = len(reply.model_dump_json().encode())
-        budget = (limits.event_bytes - len(REPLIES.encode(empty)) - 64) * plain / size
+        budget = (limits.event_bytes - _size(empty) - 64) * plain / size
         keep, used = 0, 0
         for node in result.nodes:
             used += len(node.model_dump_json().encode()) + 1
@@ -185,7 +191,7 @@ def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
             page = result.model_copy(update={"nodes": result.nodes[:keep], "truncated": True,
                                              "next_offset": end})
             cut = reply.model_copy(update={"result": page})
-            if len(REPLIES.encode(cut)) <= limits.event_bytes:
+            if _size(cut) <= limits.event_bytes:
                 return cut
             keep = min(keep - 1, int(keep * 0.9))
     return too_large(reply, size, limits)
@@ -232,7 +238,9 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         return Answer([_letter(raw, exc, deps)])
     try:
         check_raw(value, limits, "request")
-        req = REQUESTS.decode(value)
+        opened = unseal(value)  # compressed (or sealed): the limit is on what it opens to
+        check_raw(opened if isinstance(opened, bytes) else opened.encode(), limits, "request")
+        req = REQUESTS.validate(opened)
     except (ValidationError, LimitExceeded, RecursionError) as exc:
         return _refused(raw, deps, exc)
     assert isinstance(req, RequestBase)  # noqa: S101
