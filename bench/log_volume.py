@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 import tempfile
 import time
@@ -51,6 +50,7 @@ from load import (  # noqa: E402
     _children,
     bench_settings,
     chunks_of,
+    cpu_seconds,
     interleave,
     publish_all,
     settle,
@@ -67,7 +67,6 @@ GOAL_PER_TURN = 8 * 1024
 GOAL_FILE_RATIO = 4.0
 GOAL_PER_SEARCH = 1024
 GOAL_BROKER_CPU = 0.15
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -173,9 +172,7 @@ def cpu_s(pid: int | None, with_children: bool = False) -> float:
     total, todo = 0.0, [pid]
     while todo:
         p = todo.pop()
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
+        total += cpu_seconds(p)
         if with_children:
             todo += _children(p)
     return total
