@@ -44,8 +44,9 @@ class SharedInFlight:
     def _remember(self, text: str, row: np.ndarray, now: float) -> None:
         if self._keep <= 0:
             return
-        self._recent[_digest(text)] = (now, row)
-        self._recent.move_to_end(_digest(text))
+        key = _digest(text)
+        self._recent[key] = (now, row)
+        self._recent.move_to_end(key)
         while len(self._recent) > self._keep or (
                 self._recent and now - next(iter(self._recent.values()))[0] > self._keep_s):
             self._recent.popitem(last=False)
