@@ -20,8 +20,12 @@ from faust.types import EventT
 
 from memstream.streams.ops.access import check_records
 from memstream.streams.runtime.coalesce import coalesce_links
-from memstream.streams.runtime.group_commits import commit_only_in_a_settled_group
+from memstream.streams.runtime.group_commits import (
+    commit_only_in_a_settled_group,
+    refused_commits_are_retried,
+)
 from memstream.streams.runtime.lane import LaneHandler, RequestLane
+from memstream.streams.runtime.read_offsets import guard_read_offsets
 from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
@@ -164,6 +168,8 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
     """A faust app for one worker, with every registry topic bound (never auto-created)."""
     _tolerate_unpositioned_partitions()
     commit_only_in_a_settled_group()
+    refused_commits_are_retried()
+    guard_read_offsets()
     k = settings.kafka
     app = WorkerApp(
         settings.app_id,

@@ -73,6 +73,10 @@ class ProvenanceIndexer:
         assert self._consumer is not None  # noqa: S101
         consumer = self._consumer
         pause = Pause("provenance index", self.settings.worker.retry_backoff_s)
+        # indexed but not committed (the group refused the commit): sent again with the next
+        # commit, or on its own when nothing new arrives — a refusal that came back after a
+        # rebalance gave the partition back does not make the consumer read it again
+        unsent: dict[TopicPartition, OffsetAndMetadata] = {}
         while True:
             try:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
@@ -80,6 +84,8 @@ class ProvenanceIndexer:
                 await pause.wait(exc)
                 continue
             if not batch:
+                if unsent:
+                    unsent = await self._commit(consumer, unsent, pause)
                 continue
             refs: list[LogRef] = []
             ends: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -90,11 +96,24 @@ class ProvenanceIndexer:
                 ends[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
             await self._write(refs, pause)
             self.indexed += sum(len(r) for r in batch.values())
-            try:
-                await consumer.commit(ends)
-                pause.resumed()
-            except KafkaError as exc:  # mid-rebalance: the batch is indexed again (upserts)
-                log.info("provenance index: commit deferred: %s", exc)
+            unsent = await self._commit(consumer, {**unsent, **ends}, pause)
+
+    @staticmethod
+    async def _commit(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, OffsetAndMetadata],
+                      pause: Pause) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Commit ``ends`` for the partitions still held; what the group refused, to send
+        again (indexing a record twice is an upsert)."""
+        held = consumer.assignment()
+        ends = {tp: end for tp, end in ends.items() if tp in held}
+        if not ends:
+            return {}
+        try:
+            await consumer.commit(ends)
+        except KafkaError as exc:  # mid-rebalance
+            log.info("provenance index: commit deferred: %s", exc)
+            return ends
+        pause.resumed()
+        return {}
 
     async def _write(self, refs: list[LogRef], pause: Pause) -> None:
         """Write until the store takes them: a batch is never committed unindexed."""

@@ -22,6 +22,15 @@ So (``commit_only_in_a_settled_group``, patched once per process, aiokafka 0.14 
 
 A consumer given its partitions by hand (``assign``) is no group member: it commits with
 no generation, and its commits go out as aiokafka sends them.
+
+faust, for its part, records a refused commit as done (``Consumer._commit_offsets`` updates
+its committed offsets whatever ``_commit`` answered) and has already dropped the acked
+offsets behind it. When the refusal came back after a rebalance had handed the partition to
+the same worker again, the broker's committed offset stayed behind while faust believed it
+ahead: the redelivered records were no longer acked, and with nothing new on the partition
+its offset was never committed (``wait_applied`` waited for a write that had been applied).
+``refused_commits_are_retried`` puts back what faust knew before the refusal and its acked
+offsets, so the next commit sends them again.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ import aiokafka
 from aiokafka import errors as kafka_errors
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.protocol.commit import OffsetCommitRequest
+from faust.transport.consumer import Consumer, ThreadDelegateConsumer
+from faust.types import TP
 
 log = logging.getLogger("memstream.commits")
 
@@ -41,6 +52,10 @@ SUPPORTED_AIOKAFKA = ("0.14.",)
 _PATCHED = "_memstream_settled_commits"
 # (generation, member id) of the commit the current task is sending
 _commit_sent_in: ContextVar[tuple[int, str] | None] = ContextVar("commit_sent_in", default=None)
+_RETRIED = "_memstream_refused_commits_retried"
+# faust's committed offsets just before a refused commit's offsets overwrote them
+_before_refusal: ContextVar[dict[TP, int | None] | None] = ContextVar("before_refusal",
+                                                                       default=None)
 
 
 def settled(coordinator: GroupCoordinator) -> bool:
@@ -101,3 +116,58 @@ def commit_only_in_a_settled_group() -> bool:
     GroupCoordinator.reset_generation = reset_generation
     setattr(GroupCoordinator, _PATCHED, True)
     return True
+
+
+def refused_commits_are_retried() -> None:
+    """Patch faust's consumer (see the module docstring), once per process."""
+    if getattr(Consumer, _RETRIED, False):
+        return
+    commit_offsets = Consumer._commit_offsets
+    send = ThreadDelegateConsumer._commit
+
+    async def _commit(self: ThreadDelegateConsumer, offsets: Any) -> bool:
+        done = await send(self, offsets)
+        before = _before_refusal.get()
+        if not done and before is not None:
+            # read after the refusal came back (a rebalance may have run meanwhile) and
+            # before faust overwrites it: no await lies between the two
+            before.update({tp: self._committed_offset.get(tp) for tp in offsets})
+        return done
+
+    async def _commit_offsets(self: Consumer, offsets: Any,
+                              start_new_transaction: bool = True) -> bool:
+        before: dict[TP, int | None] = {}
+        token = _before_refusal.set(before)
+        try:
+            done = bool(await commit_offsets(self, offsets, start_new_transaction))
+        finally:
+            _before_refusal.reset(token)
+        if before:
+            _take_back(self, offsets, before)
+        return done
+
+    Consumer._commit_offsets = _commit_offsets  # type: ignore[method-assign]
+    ThreadDelegateConsumer._commit = _commit  # type: ignore[method-assign]
+    setattr(Consumer, _RETRIED, True)
+
+
+def _take_back(consumer: Consumer, offsets: Any, before: dict[TP, int | None]) -> None:
+    """Undo faust's record of a refused commit: its committed offsets as they were, and the
+    offsets it had acked up to the refused one acked again (only for partitions it still
+    holds; another owner is redelivered them from the broker's committed offset)."""
+    held = consumer.assignment()
+    for tp, refused in offsets.items():
+        prior = before.get(tp)
+        if prior is None:
+            consumer._committed_offset.pop(tp, None)
+        else:
+            consumer._committed_offset[tp] = prior
+        if tp not in held:
+            continue
+        index = consumer._acked_index[tp]
+        again = [o for o in range(refused - 1 if prior is None else prior, refused)
+                 if o not in index]
+        index.update(again)
+        consumer._acked[tp].extend(again)
+    log.info("commit refused for %s: sent again with the next one",
+             ", ".join(f"{tp.topic}[{tp.partition}]" for tp in offsets))
