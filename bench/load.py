@@ -22,7 +22,10 @@ runs it:
    and the run waits until the add stage applied the last chunk of every cube. Meanwhile:
    the longest time any input partition of any stage waited with records pending and no
    commit (polled every second), fast searches of the ingested cubes one after another
-   (p50/p95/max), and the worker's RSS.
+   (p50/p95/max), and the worker's RSS. Then, by quarter of the ingestion, the search p95
+   in that quarter, the worker's RSS and the broker's data directory at its end, and the
+   worker log's stall warnings: run on the whole dev split (three conversations back to
+   back), this is the soak — each should stay flat or grow with what was ingested.
 
 Turns/s = turns published / seconds; memories/s = long-term + user nodes stored / seconds
 (the same count for both paths). Goals (issue #15): Kafka ≥ 0.75× in-process, longest wait
@@ -355,6 +358,44 @@ async def in_process(settings: Settings, bootstrap: str, graph_uri: str,
 
 
 SERVICES: dict[str, int] = {}  # the embedded broker's and graph server's pids (main sets it)
+BROKER_DIR: Path | None = None  # the embedded broker's data directory (main sets it)
+# what a worker log says when something is stuck (faust's stall detector, the lane, timers)
+STALL_WORDS = ("has not started processing", "stopped processing", "is slow",
+               "livelock", "not processed", "stalled")
+
+
+def dir_mb(path: Path) -> float:
+    """Size of the files under ``path`` (a file being rewritten may vanish meanwhile)."""
+    total = 0
+    for f in path.rglob("*"):
+        with contextlib.suppress(OSError):
+            if f.is_file():
+                total += f.stat().st_size
+    return total / 1e6
+
+
+def stability(run: KafkaRun, t0: float, log_path: Path) -> list[str]:
+    """Per quarter of the ingestion: search p95, worker RSS and broker data at its end;
+    and the worker log's stall warnings. Flat or growing with what was ingested, not with
+    time, is what a long run needs (issue: the soak)."""
+    lines = ["by quarter of the ingestion (end of quarter: worker RSS, broker data; searches "
+             "in it: p95):"]
+    end = run.elapsed
+    for q in range(4):
+        lo, hi = end * q / 4, end * (q + 1) / 4
+        ms = [d * 1000 for d, at in zip(run.searches, run.search_at, strict=True)
+              if lo <= at - t0 < hi]
+        rss = [m for t, m in run.rss if t < hi]
+        broker = [m for t, m in run.broker_mb if t < hi]
+        lines.append(f"  Q{q + 1} ({lo:.0f}-{hi:.0f}s): RSS {rss[-1] if rss else float('nan'):.0f}"
+                     f" MB, broker {broker[-1] if broker else float('nan'):.1f} MB, search p95 "
+                     f"{pct(ms, 95):.0f} ms (n={len(ms)})")
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    stalls = [ln for ln in text.splitlines()
+              if ("WARNING" in ln or "ERROR" in ln) and any(w in ln for w in STALL_WORDS)]
+    lines.append(f"stall warnings in the worker log: {len(stalls)}"
+                 + (f" (first: {stalls[0][:160]})" if stalls else ""))
+    return lines
 
 
 def cpu_seconds(pid: int) -> float:
@@ -412,10 +453,13 @@ class KafkaRun:
     elapsed: float = 0.0
     settle: float = 0.0
     searches: list[float] = field(default_factory=list)
+    search_at: list[float] = field(default_factory=list)  # when each search started (s)
     search_errors: int = 0
     rss: list[tuple[float, float]] = field(default_factory=list)
+    broker_mb: list[tuple[float, float]] = field(default_factory=list)  # its data dir
     watch: StallWatch = field(default_factory=StallWatch)
     cpu: str = ""
+    t0: float = 0.0
 
 
 async def watch_loop(settings: Settings, bootstrap: str, pid: int, run: KafkaRun,
@@ -428,6 +472,8 @@ async def watch_loop(settings: Settings, bootstrap: str, pid: int, run: KafkaRun
             with contextlib.suppress(Exception):
                 run.watch.observe(now, await read())
             run.rss.append((now - t0, rss_mb(pid)))
+            if BROKER_DIR is not None:
+                run.broker_mb.append((now - t0, dir_mb(BROKER_DIR)))
             if report_s is not None and now - last_report >= report_s:
                 last_report = now
                 where = ", ".join(f"{topic} {n}" for topic, n in sorted(
@@ -452,6 +498,7 @@ async def search_loop(client: MemoryClient, questions: dict[str, list[str]], run
             with contextlib.suppress(MemoryServiceError):  # an answer: no memories yet
                 await client.search(cube, rng.choice(questions[cube]), top_k=10, timeout=30)
             run.searches.append(time.perf_counter() - t)
+            run.search_at.append(t)
         except Exception:  # noqa: BLE001 - counted and shown
             run.search_errors += 1
         with contextlib.suppress(asyncio.TimeoutError):
@@ -516,6 +563,7 @@ async def kafka_path(settings: Settings, bootstrap: str, graph_uri: str, chunks:
             cpu0 = cpu_of(pids)
             with profiling(worker.pid, profile):
                 t0 = time.perf_counter()
+                run.t0 = t0
                 watcher = asyncio.create_task(watch_loop(settings, bootstrap, worker.pid, run,
                                                          stop, t0))
                 searcher = asyncio.create_task(search_loop(client, questions, run, stop, rng,
@@ -677,6 +725,8 @@ async def compare(args: argparse.Namespace, convs: list[Conversation], data: Pat
     if run.rss:
         marks = [run.rss[round(i * (len(run.rss) - 1) / 4)] for i in range(5)]
         print("worker RSS (s: MB): " + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in marks))
+    for line in stability(run, run.t0, args.worker_log or data / "worker.log"):
+        print(line)
 
 
 async def main() -> None:
@@ -715,6 +765,8 @@ async def main() -> None:
                 if service is not None and service.pid is not None:
                     SERVICES[name] = service.pid
             print(f"embedded stack: kafka {b}, graph {g}; data {data}", flush=True)
+            global BROKER_DIR
+            BROKER_DIR = data / "broker"
             if args.sustained:
                 await sustained(args, convs, data, b, g)
             else:
