@@ -22,6 +22,12 @@ while ingesting was 98-113 ms at nice 10 and 97 ms at 5, against 129-144 ms not 
 ingestion took 132-144 s against 135-142 s, within the run-to-run noise. A neighbour that
 does use CPU at the default priority (a Milvus server on the same cores) wins against a
 deep nice, hence the default of 5 (see the setting).
+
+A request of a few texts (``FEW_TEXTS``: the optimizer's concepts and inferred facts, one
+at a time) runs on a second passage thread, beside the batch in progress instead of after
+it: on one thread, under ``bench/load.py`` (200 turns, busy machine), the optimizer's
+single texts took 0.48-0.87 s each, waiting behind ingestion's batches of 3.7-6 s, and
+that wait was 65% of the optimizer's time.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import numpy as np
 from memstream.streams.embed.port import EmbedderError, Vectors
 
 LOCAL_DIM = 384
+FEW_TEXTS = 4  # a passage request of at most this many texts does not wait for batches
 
 _model_lock = threading.Lock()  # guards loading the model
 _passage_lock = threading.Lock()  # one passage batch at a time
@@ -83,6 +90,7 @@ class LocalEmbedder:
         # (started on first use, and again after ``close``: an embedder may be shared).
         self._passage_nice = passage_nice
         self._passages: ThreadPoolExecutor | None = None
+        self._few: ThreadPoolExecutor | None = None  # requests of at most FEW_TEXTS
         self._batch_size = batch_size
         # OpenMP threads for a batch (None: every core). See ``EmbedderSettings.threads``.
         self._threads = threads
@@ -102,11 +110,18 @@ class LocalEmbedder:
         return await self._embed(texts, is_query=True)
 
     async def close(self) -> None:
-        pool, self._passages = self._passages, None
-        if pool is not None:
-            pool.shutdown(wait=False)
+        for pool in (self._passages, self._few):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._passages = self._few = None
 
-    def _passage_pool(self) -> ThreadPoolExecutor:
+    def _passage_pool(self, texts: int) -> ThreadPoolExecutor:
+        if texts <= FEW_TEXTS:
+            if self._few is None:
+                self._few = ThreadPoolExecutor(1, "memstream-embed-few",
+                                               initializer=lower_priority,
+                                               initargs=(self._passage_nice,))
+            return self._few
         if self._passages is None:
             self._passages = ThreadPoolExecutor(1, "memstream-embed-passages",
                                                 initializer=lower_priority,
@@ -125,9 +140,9 @@ class LocalEmbedder:
         for start in range(0, len(order), self._batch_size):
             batch = [texts[i] if cut is None else texts[i][:cut]
                      for i in order[start : start + self._batch_size]]
-            pool = _QUERY_POOL if is_query else self._passage_pool()
+            pool = _QUERY_POOL if is_query else self._passage_pool(len(texts))
             parts.append(await loop.run_in_executor(pool, _encode, batch, is_query,
-                                                    self._threads))
+                                                    self._threads, len(texts) > FEW_TEXTS))
         vectors = np.vstack(parts)
         restored = np.empty_like(vectors)
         restored[order] = vectors
@@ -160,7 +175,9 @@ def _omp_threads() -> tuple[Any, int] | None:
     return None
 
 
-def _encode(batch: list[str], is_query: bool, threads: int | None = None) -> Vectors:
+def _encode(batch: list[str], is_query: bool, threads: int | None = None,
+            bulk: bool = True) -> Vectors:
+    """``bulk``: a passage batch, run one at a time; a query or a few passages run beside."""
     model = _shared_model()
     omp = _omp_threads()
     try:
@@ -169,6 +186,8 @@ def _encode(batch: list[str], is_query: bool, threads: int | None = None) -> Vec
             set_threads(1 if len(batch) == 1 else min(threads or cores, cores))
         if is_query:
             raw = model.query(batch)
+        elif not bulk:
+            raw = model.passage(batch)
         else:
             with _passage_lock:
                 raw = model.passage(batch)

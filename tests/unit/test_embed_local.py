@@ -147,18 +147,22 @@ async def test_passages_run_below_the_process_priority_and_queries_at_it(
     seen: dict[bool, int] = {}
     real = local._encode
 
-    def spy(batch: list[str], is_query: bool, threads: int | None = None) -> np.ndarray:
+    def spy(batch: list[str], is_query: bool, threads: int | None = None,
+            bulk: bool = True) -> np.ndarray:
         seen[is_query] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        return real(batch, is_query, threads)
+        return real(batch, is_query, threads, bulk)
 
     monkeypatch.setattr(local, "_encode", spy)
     base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     # per-thread nice is Linux's; elsewhere passages keep the process's priority
     niced = min(19, base + 7) if sys.platform.startswith("linux") else base
     embedder = create_embedder(EmbedderSettings(passage_nice=7))
-    await embedder.embed_passages(TEXTS[:2])
+    await embedder.embed_passages(TEXTS[:2])  # a few: the thread beside the batches
     await embedder.embed_queries(TEXTS[:1])
     assert seen == {False: niced, True: base}
+    seen.clear()
+    await embedder.embed_passages(TEXTS * 2)  # a batch
+    assert seen == {False: niced}
     # an embedder shared by workers is closed by each: it embeds again afterwards
     await embedder.close()
     again = await embedder.embed_passages(TEXTS[:2])
