@@ -30,14 +30,15 @@ __all__ = ["STAGE", "follows", "on_add", "on_merge", "on_remove"]
 log = logging.getLogger("memstream.reorganize")
 
 
-async def follows(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> list[Outgoing]:
-    """``FOLLOWS`` from the session's latest earlier fact to this one (time order)."""
+async def follows(event: ReorganizeEvent, deps: Deps, this: asof.Live,
+                  writes: list[Edge]) -> list[Outgoing]:
+    """``FOLLOWS`` from the session's latest earlier fact to this one (time order); the edge
+    to write (on the nodes holding its ends) goes to ``writes``."""
     before = await asof.predecessor(deps, this.node)
     if before is None:
         return []
     edge = Edge(source=before.node.id, target=this.node.id, type="FOLLOWS")
-    await write_edges(deps, event.cube_id, [moved(edge, {edge.source: before.holder,
-                                                     edge.target: this.holder})])
+    writes.append(moved(edge, {edge.source: before.holder, edge.target: this.holder}))
     return [update(event, deps, "linked", edges=[edge],
                    reason=f"session {this.node.metadata.session_id} order")]
 
@@ -49,6 +50,7 @@ async def on_add(events: ReorganizeEvent | Sequence[ReorganizeEvent],
     batch = [events] if isinstance(events, ReorganizeEvent) else list(events)
     lives: list[asof.Live] = []
     out: list[Outgoing] = []
+    edges: list[Edge] = []  # written together: one store call instead of one per fact
     for event in batch:
         for node in await deps.query.get_nodes(event.cube_id, event.node_ids):
             if node.metadata.memory_type == "WorkingMemory" \
@@ -60,7 +62,9 @@ async def on_add(events: ReorganizeEvent | Sequence[ReorganizeEvent],
             if this is not None:
                 lives.append(this)
                 with tracing.span("memstream.optimizer.follows"):
-                    out += await follows(event, deps, this)
+                    out += await follows(event, deps, this, edges)
+    if edges:
+        await write_edges(deps, batch[0].cube_id, edges)
     if not batch:
         return out
     with tracing.span("memstream.optimizer.organize", {"memstream.facts": len(lives)}):

@@ -206,6 +206,7 @@ async def organize(event: ReorganizeEvent, deps: Deps,
         except LLMError as exc:
             log.warning("organizing %d facts failed: %s", len(lives), exc)
     out: list[Outgoing] = []
+    links: list[Edge] = []  # the decided relations, written with one store call
     for n, p in enumerate(pairs):
         verdict = answer.link_for(n)
         if verdict is None:
@@ -215,11 +216,12 @@ async def organize(event: ReorganizeEvent, deps: Deps,
         source, target = (p.old, p.new) if direction == "old_to_new" else (p.new, p.old)
         edge = Edge(source=source.id, target=target.id, type=EDGE_OF[verdict.relation],
                     reason=verdict.reason[:200])
-        await write_edges(deps, event.cube_id, [moved(edge, p.holders)])
+        links.append(moved(edge, p.holders))
         # announced as decided (every time: the same id, so a redelivery dedupes)
         out.append(update(event, deps, "linked", edges=[edge], reason=verdict.reason[:200]))
         if (implied := InferenceContext.from_relation(pair_ctx, verdict)) is not None:
             out += await write_inferred(event, deps, implied, source, target, verdict.inferred)
+    await write_edges(deps, event.cube_id, links)
     done: set[str] = set()
     for plan in plans:
         if plan.concept_id in done:  # made (or declined) for an earlier fact: join it
