@@ -37,7 +37,7 @@ from memstream.streams.runtime.stage import (
     is_outage,
     make_batch_handler,
 )
-from memstream.streams.runtime.turns import Held, TurnQueue, hold
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
 from memstream.topics.headers import headers_for
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
@@ -257,7 +257,7 @@ def register_batch_agent(
 
     async def run() -> None:
         while True:
-            batches = [[h for h in b if h.current()]
+            batches = [current_only(b)
                        for b in queue.take_round(batch_size, partitions)]
             if not batches:
                 await queue.arrival()

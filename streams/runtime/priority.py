@@ -37,7 +37,7 @@ from memstream.streams.runtime.stage import (
     StageStats,
     make_batch_handler,
 )
-from memstream.streams.runtime.turns import Held, TurnQueue, hold
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
 from memstream.topics.progress import Progress
 from memstream.topics.registry import TopicSpec
 
@@ -147,7 +147,7 @@ class PriorityProcessor(ABC):
             batch = self._queue.take(*chosen, self._sizes[priority])
             started = self._busy_since = asyncio.get_running_loop().time()
             try:
-                await self._handle(priority, [h for h in batch if h.current()])
+                await self._handle(priority, current_only(batch))
             finally:
                 self._busy_since = None
             took = asyncio.get_running_loop().time() - started

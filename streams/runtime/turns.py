@@ -20,6 +20,7 @@ topic before its normal and low ones.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ def _nothing() -> None:
 
 
 Key = tuple[str, int]  # (topic, partition)
+log = logging.getLogger("memstream.streams")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,17 @@ def hold(app: faust.App, events: Sequence[EventT[Any]],
         held.append(Held(raw_of(event), event.ack, _in_generation(
             app, app.consumer_generation_id if fetched_in is None else fetched_in)))
     return held
+
+
+def current_only(batch: Sequence[Held]) -> list[Held]:
+    """The records of ``batch`` still current; the others are left to be fetched again."""
+    kept = [h for h in batch if h.current()]
+    if len(kept) < len(batch):
+        gone = [h.raw for h in batch if not h.current()]
+        log.debug("%s[%s]: %d records from before a rebalance left to be read again "
+                  "(offsets %s-%s)", gone[0].topic, gone[0].partition, len(gone),
+                  gone[0].offset, gone[-1].offset)
+    return kept
 
 
 def _in_generation(app: faust.App, generation: int) -> Callable[[], bool]:
