@@ -13,7 +13,12 @@ from pydantic import ValidationError
 
 from memstream.streams.runtime.stage import RawRecord, decode
 from memstream.topics import codec, shred
-from memstream.topics.events import ConversationChunk, ExtractedMemory, MemoryUpdate
+from memstream.topics.events import (
+    MEMORY_UPDATE_VERSION,
+    ConversationChunk,
+    ExtractedMemory,
+    MemoryUpdate,
+)
 from memstream.topics.limits import LimitExceeded
 from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 from memstream.topics.registry import (
@@ -81,7 +86,7 @@ def test_compact_topics_leave_defaults_out_and_keep_the_version() -> None:
                           node=node(), occurred_at=AT)
     raw = MEMORY_UPDATES.encode(update)
     opened = json.loads(codec.inflate(raw))
-    assert opened["schema_version"] == 2
+    assert opened["schema_version"] == MEMORY_UPDATE_VERSION
     assert "frozen" not in opened["node"]["metadata"]  # a default, left out
     assert opened["node"]["metadata"]["sources"] == [{"message_id": "m1"}]
     assert MEMORY_UPDATES.decode(raw) == update
@@ -97,7 +102,7 @@ def test_memory_updates_v2_carry_no_usage_and_v1_records_still_decode() -> None:
     update = MemoryUpdate(user_id="ann", action="updated", stage="commands", node_id="n1",
                           node=used, occurred_at=AT)
     assert update.node is not None and update.node.metadata.usage == ()
-    assert update.schema_version == 2
+    assert update.schema_version == MEMORY_UPDATE_VERSION
     v1 = json.loads(update.model_dump_json())
     v1["schema_version"] = 1
     v1["node"] = json.loads(used.model_dump_json())  # written with its usage, as before

@@ -205,9 +205,14 @@ async def test_over_capacity_the_oldest_memories_go_with_their_vectors(tmp_path:
     out = await add(deps, *(item(t, day=i) for i, t in enumerate(texts)))
     kept = await stored(deps)
     assert {n.memory for n in kept} == set(texts[2:])
-    removed = updates(out, "removed")
+    removed = updates(out, "removed")  # long-term nodes: a record each
     assert removed and all(u.reason.endswith("exceeded") for u in removed)
-    ids = [u.node_id for u in removed if u.node_id is not None]
+    # working copies: named on the added record whose copy pushed them out
+    evicted = [u.removed_ids for u in updates(out, "added") if u.removed_ids]
+    assert evicted == [(working_copy_id(kept_id),) for kept_id in
+                       [u.node_id for u in removed]]  # the same memories, oldest first
+    ids = [u.node_id for u in removed if u.node_id is not None] + [
+        i for ids in evicted for i in ids]
     assert len(ids) == 4  # two long-term nodes and two working copies
     assert not await deps.query.get_nodes(CUBE, ids)
     assert not await deps.query.vectors(CUBE, ids)  # no vector left behind to be found
