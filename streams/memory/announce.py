@@ -13,6 +13,7 @@ their ids stay what they were:
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from memstream.streams.runtime.stage import Outgoing, Record
@@ -20,15 +21,40 @@ from memstream.topics.events import ExtractedMemory, MemoryUpdate
 from memstream.topics.snapshots import slim
 
 
-def slim_added(out: Sequence[Outgoing], records: Sequence[Record[ExtractedMemory]]
-               ) -> list[Outgoing]:
-    """``out`` with each ``added`` whose cause is one of ``records`` rebuilt from it slimmed."""
-    items = {r.value.event_id: r.value for r in records}
+class RecentItems:
+    """The items of the last batches, by event id: a chunk cut by a batch boundary has its
+    first facts announced with the batch that brings its last one, when their items are no
+    longer in hand. Only a help: without the item the snapshot stays (``slim`` checks the
+    item rebuilds the node, so a stale entry cannot make a wrong announcement)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.items: OrderedDict[str, ExtractedMemory] = OrderedDict()
+
+    def remember(self, records: Sequence[Record[ExtractedMemory]]) -> None:
+        for record in records:
+            self.items[record.value.event_id] = record.value
+            self.items.move_to_end(record.value.event_id)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+    def get(self, event_id: str | None) -> ExtractedMemory | None:
+        return self.items.get(event_id or "")
+
+
+RECENT = RecentItems()
+
+
+def slim_added(out: Sequence[Outgoing], records: Sequence[Record[ExtractedMemory]],
+               recent: RecentItems = RECENT) -> list[Outgoing]:
+    """``out`` with each ``added`` whose cause (one of ``records``, or of the last batches)
+    rebuilds the node slimmed."""
+    recent.remember(records)
     result = []
     for o in out:
         event = o.event
         if isinstance(event, MemoryUpdate) and event.action == "added" \
-                and (item := items.get(event.cause_event_id or "")) is not None:
+                and (item := recent.get(event.cause_event_id)) is not None:
             o = dataclasses.replace(o, event=slim(event, item))
         result.append(o)
     return result

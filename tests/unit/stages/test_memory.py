@@ -16,6 +16,7 @@ from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import MemoryItem, SourceRef
+from memstream.topics.snapshots import is_slim
 from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records, sent
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
@@ -272,6 +273,8 @@ async def test_a_chunk_cut_by_a_batch_is_reviewed_once_with_its_last_fact(
         decided = sorted(u.node_id or "" for u in events_of(out, MemoryUpdate)
                          if u.action in ("added", "merged") and u.node_id in
                          {f.id for f in facts})
+        # announced without the snapshots their items rebuild, the head's facts too
+        assert all(is_slim(u) for u in updates(out, "added"))
         return llm.calls, events_of(out, ReorganizeEvent), decided
 
     whole_calls, whole_events, whole_decided = await run(split=False)
