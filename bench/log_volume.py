@@ -92,7 +92,8 @@ class Volume:
                 kind += f" ({data.get('stage', '?')})"
             if self.samples is not None and self.samples.get(kind, 0) < 3:
                 self.samples[kind] = self.samples.get(kind, 0) + 1
-                print(f"sample {kind}: {opened.decode(errors='replace')}", file=sys.stderr)
+                text = opened.decode(errors="replace") if isinstance(opened, bytes) else opened
+                print(f"sample {kind}: {text}", file=sys.stderr)
             row = self.kinds.setdefault(kind, [0, 0, 0])
             row[0] += 1
             row[1] += len(raw)
@@ -172,6 +173,33 @@ def file_parts(path: Path, prefix: str) -> dict[str, int]:
                 out[key] = len(json.dumps(value))
         return out
     return {}
+
+
+@dataclass
+class FileRecords:
+    """What the broker's file spends on records: the characters of its record-batch byte
+    lists, the bytes in them and how many batches, against the whole file."""
+
+    file_chars: int = 0
+    batch_chars: int = 0
+    batch_bytes: int = 0
+    batches: int = 0
+
+
+def file_records(path: Path) -> FileRecords:
+    """noida-db keeps each partition's ``record_batches`` as ``[offset, [byte, …]]`` pairs
+    (Kafka's batch format: a 61-byte header, then each record framed)."""
+    out = FileRecords()
+    with contextlib.suppress(OSError, ValueError):
+        text = path.read_bytes()
+        out.file_chars = len(text)
+        for _name, topic in json.loads(text).get("topics", []):
+            for _pid, part in topic.get("partitions", []):
+                for _offset, batch in part.get("record_batches", []):
+                    out.batches += 1
+                    out.batch_bytes += len(batch)
+                    out.batch_chars += len(json.dumps(batch, separators=(",", ":")))
+    return out
 
 
 def cpu_s(pid: int | None, with_children: bool = False) -> float:
@@ -297,9 +325,18 @@ async def run(args: argparse.Namespace) -> None:
                     end = await read_volume(stack.bootstrap, prefix, broker_dir, args.samples)
                     used = cpu() - cpu0
                     parts = file_parts(broker_dir / DATA_FILE, prefix)
+                    in_file = file_records(broker_dir / DATA_FILE)
             finally:
                 await worker.stop()
     report(turns, done, ingest, after, end, used, seconds, left)
+    f = in_file
+    print(f"broker file at the end: {f.file_chars / 1024:.0f} KB; its record batches "
+          f"{f.batch_chars / 1024:.0f} KB ({f.batch_chars / max(f.file_chars, 1):.0%}) writing "
+          f"{f.batch_bytes / 1024:.0f} KB of batches ({f.batches}) at "
+          f"{f.batch_chars / max(f.batch_bytes, 1):.2f} characters a byte; the batches are "
+          f"{f.batch_bytes / max(end.total, 1):.2f}x the raw records (batch headers and record "
+          f"framing); the rest of the file (topics' metadata, group offsets) "
+          f"{(f.file_chars - f.batch_chars) / 1024:.0f} KB")
     print("\nbroker file by part (KB): " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:12]))
 
