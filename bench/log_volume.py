@@ -21,9 +21,11 @@ After each step every topic on the broker is read back through a consumer: recor
 bytes (key + value + headers). Printed: per topic, bytes per ingested turn after ingest and
 at the end; bytes per search (end minus after-ingest, over the searches, and what the
 searches wrote before transient retention passed); the broker's data file (``kafka.json``)
-at each step; CPU seconds of the worker (with its children: Milvus Lite), the broker and the
-graph store (redis-server) from /proc. Ratios against the goals: retained <= 8 KB per turn,
-broker file <= 4x the retained bytes, a search <= 1 KB, broker CPU <= 15% of the worker's.
+at each step, and what it spends on records (characters a byte, batch headers) against the
+rest; CPU seconds of the worker (with its children: Milvus Lite), the broker and the graph
+store (redis-server) from /proc. ``--samples`` prints three opened records of each kind.
+Ratios against the goals: retained <= 8 KB per turn, broker file <= 4x the retained bytes,
+a search <= 1 KB, broker CPU <= 15% of the worker's.
 """
 
 from __future__ import annotations
