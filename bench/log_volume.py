@@ -14,16 +14,18 @@ One embedded stack (noida-db, FalkorDB, Milvus Lite, rules, local e5), erasure o
    stage (the optimizer included) caught up;
 2. searches: each question of the ingested conversations once, as a fast search (top_k 10)
    in its first speaker's cube, through the client;
-3. wait until transient records have gone (requests, replies and whatever else the worker
-   trims: their partitions empty), at most ``--settle-wait`` seconds.
+3. wait until transient records have gone (the topics the worker trims, ``topics/trim.py``:
+   requests and replies, their partitions empty), at most ``--settle-wait`` seconds.
 
 After each step every topic on the broker is read back through a consumer: records and raw
 bytes (key + value + headers). Printed: per topic, bytes per ingested turn after ingest and
 at the end; bytes per search (end minus after-ingest, over the searches, and what the
 searches wrote before transient retention passed); the broker's data file (``kafka.json``)
-at each step; CPU seconds of the worker (with its children: Milvus Lite), the broker and the
-graph store (redis-server) from /proc. Ratios against the goals: retained <= 8 KB per turn,
-broker file <= 4x the retained bytes, a search <= 1 KB, broker CPU <= 15% of the worker's.
+at each step, and what it spends on records (characters a byte, batch headers) against the
+rest; CPU seconds of the worker (with its children: Milvus Lite), the broker and the graph
+store (redis-server) from /proc. ``--samples`` prints three opened records of each kind.
+Ratios against the goals: retained <= 8 KB per turn, broker file <= 4x the retained bytes,
+a search <= 1 KB, broker CPU <= 15% of the worker's.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 from memstream.topics.shred import activate, unseal  # noqa: E402
+from memstream.topics.trim import TRANSIENT  # noqa: E402
 
 GOAL_PER_TURN = 8 * 1024
 GOAL_FILE_RATIO = 4.0
@@ -78,6 +81,7 @@ class Volume:
     file_bytes: int = 0
     # memory.updates by action and memory.items by type: records, raw bytes, opened bytes
     kinds: dict[str, list[int]] = field(default_factory=dict)
+    samples: dict[str, int] | None = None  # --samples: a few opened records per kind, shown
 
     def note_kind(self, label: str, raw: bytes) -> None:
         if label not in ("memory.updates", "memory.items"):
@@ -86,6 +90,12 @@ class Volume:
             opened = unseal(raw)
             data = json.loads(opened)
             kind = f"{label}:{data.get('action') or data.get('memory_type', 'LongTermMemory')}"
+            if label == "memory.updates":
+                kind += f" ({data.get('stage', '?')})"
+            if self.samples is not None and self.samples.get(kind, 0) < 3:
+                self.samples[kind] = self.samples.get(kind, 0) + 1
+                text = opened.decode(errors="replace") if isinstance(opened, bytes) else opened
+                print(f"sample {kind}: {text}", file=sys.stderr)
             row = self.kinds.setdefault(kind, [0, 0, 0])
             row[0] += 1
             row[1] += len(raw)
@@ -96,9 +106,10 @@ class Volume:
         return sum(self.raw.values())
 
 
-async def read_volume(bootstrap: str, prefix: str, broker_dir: Path) -> Volume:
+async def read_volume(bootstrap: str, prefix: str, broker_dir: Path,
+                      samples: bool = False) -> Volume:
     """Every record of every topic, read back from its first retained offset."""
-    vol = Volume()
+    vol = Volume(samples={} if samples else None)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 max_partition_fetch_bytes=8 * 1024 * 1024)
     await consumer.start()
@@ -129,13 +140,14 @@ async def read_volume(bootstrap: str, prefix: str, broker_dir: Path) -> Volume:
     return vol
 
 
-async def transient_left(bootstrap: str, prefix: str, keep: set[str]) -> int:
-    """Records still retained in the topics that are not ``keep`` (source of truth)."""
+async def transient_left(bootstrap: str, prefix: str, trimmed: set[str]) -> int:
+    """Records still retained in the ``trimmed`` topics (those the worker deletes; the
+    others, ``reorganize.*`` among them, keep what the broker's retention keeps)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
         names = [t for t in await consumer.topics()
-                 if t.startswith(prefix) and t.removeprefix(prefix) not in keep]
+                 if t.startswith(prefix) and t.removeprefix(prefix) in trimmed]
         tps = [TopicPartition(t, p) for t in names
                for p in sorted(consumer.partitions_for_topic(t) or ())]
         starts, ends = await consumer.beginning_offsets(tps), await consumer.end_offsets(tps)
@@ -163,6 +175,33 @@ def file_parts(path: Path, prefix: str) -> dict[str, int]:
                 out[key] = len(json.dumps(value))
         return out
     return {}
+
+
+@dataclass
+class FileRecords:
+    """What the broker's file spends on records: the characters of its record-batch byte
+    lists, the bytes in them and how many batches, against the whole file."""
+
+    file_chars: int = 0
+    batch_chars: int = 0
+    batch_bytes: int = 0
+    batches: int = 0
+
+
+def file_records(path: Path) -> FileRecords:
+    """noida-db keeps each partition's ``record_batches`` as ``[offset, [byte, …]]`` pairs
+    (Kafka's batch format: a 61-byte header, then each record framed)."""
+    out = FileRecords()
+    with contextlib.suppress(OSError, ValueError):
+        text = path.read_bytes()
+        out.file_chars = len(text)
+        for _name, topic in json.loads(text).get("topics", []):
+            for _pid, part in topic.get("partitions", []):
+                for _offset, batch in part.get("record_batches", []):
+                    out.batches += 1
+                    out.batch_bytes += len(batch)
+                    out.batch_chars += len(json.dumps(batch, separators=(",", ":")))
+    return out
 
 
 def cpu_s(pid: int | None, with_children: bool = False) -> float:
@@ -278,20 +317,28 @@ async def run(args: argparse.Namespace) -> None:
                         done += 1
                     after = await read_volume(stack.bootstrap, prefix, broker_dir)
                     print(f"{done} searches; waiting for transient retention", flush=True)
-                    keep = {"conversations", "memory.items", "memory.commands",
-                            "memory.updates", "working-memory", "dead-letter", "cube-views"}
+                    keep = {spec.suffix for spec in TRANSIENT}
                     deadline = time.monotonic() + args.settle_wait
                     left = await transient_left(stack.bootstrap, prefix, keep)
                     while left and time.monotonic() < deadline:
                         await asyncio.sleep(10)
                         left = await transient_left(stack.bootstrap, prefix, keep)
                     await asyncio.sleep(3)  # the broker saves its file about once a second
-                    end = await read_volume(stack.bootstrap, prefix, broker_dir)
+                    end = await read_volume(stack.bootstrap, prefix, broker_dir, args.samples)
                     used = cpu() - cpu0
                     parts = file_parts(broker_dir / DATA_FILE, prefix)
+                    in_file = file_records(broker_dir / DATA_FILE)
             finally:
                 await worker.stop()
     report(turns, done, ingest, after, end, used, seconds, left)
+    f = in_file
+    print(f"broker file at the end: {f.file_chars / 1024:.0f} KB; its record batches "
+          f"{f.batch_chars / 1024:.0f} KB ({f.batch_chars / max(f.file_chars, 1):.0%}) writing "
+          f"{f.batch_bytes / 1024:.0f} KB of batches ({f.batches}) at "
+          f"{f.batch_chars / max(f.batch_bytes, 1):.2f} characters a byte; the batches are "
+          f"{f.batch_bytes / max(end.total, 1):.2f}x the raw records (batch headers and record "
+          f"framing); the rest of the file (topics' metadata, group offsets) "
+          f"{(f.file_chars - f.batch_chars) / 1024:.0f} KB")
     print("\nbroker file by part (KB): " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:12]))
 
@@ -306,6 +353,8 @@ def main() -> None:
     parser.add_argument("--settle-wait", type=float, default=420.0,
                         help="seconds to wait at most for transient records to go")
     parser.add_argument("--tmp", default=None, help="where the run's data dir goes")
+    parser.add_argument("--samples", action="store_true",
+                        help="print three opened records of each kind to stderr")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(args))

@@ -299,7 +299,7 @@ UpdateAction = Literal[
 ]
 
 
-MEMORY_UPDATE_VERSION: Literal[2] = 2
+MEMORY_UPDATE_VERSION: Literal[3] = 3
 
 
 class MemoryUpdate(Event):
@@ -307,14 +307,23 @@ class MemoryUpdate(Event):
 
     Version 2: the snapshot leaves out the node's ``usage`` (the searches that returned it:
     a list that grows with every search, kept in the graph, not re-published on every
-    change). Version 1 records carried it; they still decode (and lose it the same way)."""
+    change). Version 1 records carried it; they still decode (and lose it the same way).
 
-    schema_version: Literal[1, 2] = MEMORY_UPDATE_VERSION  # type: ignore[assignment]
+    Version 3 (issue 25): the add stage's ``added`` carries no snapshot when the item that
+    caused it (``cause_event_id``, on ``memory.items``) rebuilds the node exactly
+    (``topics/snapshots.py``); it names the node's ``memory_type`` instead, and readers that
+    need the node (history, as-of, explain) put it back from the item. ``removed_ids``: the
+    working-memory copies that left to make room for this memory's copy (one record per new
+    memory instead of one ``removed`` per evicted copy). Versions 1 and 2 still decode."""
+
+    schema_version: Literal[1, 2, 3] = MEMORY_UPDATE_VERSION  # type: ignore[assignment]
     action: UpdateAction
     stage: str
     node_id: str | None = None
     node: MemoryItem | None = None
+    memory_type: MemoryType | None = None
     related_ids: tuple[str, ...] = ()
+    removed_ids: tuple[str, ...] = ()
     edges: tuple[Edge, ...] = ()
     reason: str = ""
     cause_event_id: str | None = None

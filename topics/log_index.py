@@ -66,8 +66,8 @@ def partition_of(cube_id: str, partitions: int) -> int:
 
 def refs_of(suffix: str, partition: int, offset: int, value: bytes) -> list[LogRef]:
     """The refs of one record: one per memory an update names (its node, the nodes merged
-    with it, the ends of its edges), or one naming no memory. Nothing for a record that
-    cannot be read (an erased cube's, another producer's non-JSON)."""
+    with it, the copies it evicted, the ends of its edges), or one naming no memory. Nothing
+    for a record that cannot be read (an erased cube's, another producer's non-JSON)."""
     try:
         data: Any = json.loads(unseal(value))
     except ValueError:  # erased (pydantic's ValidationError is a ValueError) or not JSON
@@ -79,7 +79,8 @@ def refs_of(suffix: str, partition: int, offset: int, value: bytes) -> list[LogR
         return []
     nodes: set[str] = set()
     if suffix == MEMORY_UPDATES.suffix:
-        candidates = [data.get("node_id"), *(data.get("related_ids") or ())]
+        candidates = [data.get("node_id"), *(data.get("related_ids") or ()),
+                      *(data.get("removed_ids") or ())]
         if isinstance(node := data.get("node"), dict):
             candidates.append(node.get("id"))
         for edge in data.get("edges") or ():

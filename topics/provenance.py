@@ -12,7 +12,7 @@ through the provenance index, and ``read_log`` reads whole topics (backups list 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -40,6 +40,7 @@ from memstream.topics.registry import (
     WORKING_MEMORY,
     TopicSpec,
 )
+from memstream.topics.snapshots import is_slim, restore
 
 if TYPE_CHECKING:
     from memstream.topics.client import MemoryClient
@@ -120,6 +121,8 @@ def _touches(update: MemoryUpdate, node_id: str) -> bool:
         return True
     if update.action in ("merged", "refused") and node_id in update.related_ids:
         return True
+    if node_id in update.removed_ids:
+        return True
     return any(node_id in (e.source, e.target) for e in update.edges)
 
 
@@ -135,7 +138,8 @@ def node_changes(updates: Sequence[MemoryUpdate], node_id: str) -> list[MemoryUp
 
 def fold(updates: Iterable[MemoryUpdate], at: datetime | None = None) -> dict[str, MemoryItem]:
     """The cube's memories (working-memory copies aside) after the updates that occurred at or
-    before ``at``, applied in log order."""
+    before ``at``, applied in log order. An ``added`` without its snapshot counts once
+    ``with_snapshots`` has put it back (``live_ids`` counts it without)."""
     state: dict[str, MemoryItem] = {}
     for u in dedupe(updates):
         if at is not None and u.occurred_at > at:
@@ -144,11 +148,38 @@ def fold(updates: Iterable[MemoryUpdate], at: datetime | None = None) -> dict[st
             if u.node.metadata.memory_type != "WorkingMemory":
                 state[u.node.id] = u.node
         elif u.action in _DROP_ACTIONS:
-            if u.node_id is None:
+            if u.node_id is None and not u.removed_ids:
                 state.clear()  # the cube was erased
-            else:
+            elif u.node_id is not None:
                 state.pop(u.node_id, None)
+        for gone in u.removed_ids:
+            state.pop(gone, None)
     return state
+
+
+def live_ids(updates: Iterable[MemoryUpdate]) -> set[str]:
+    """The ids ``fold`` would hold, snapshots or not (whether a cube holds memories)."""
+    state: set[str] = set()
+    for u in dedupe(updates):
+        node_type = u.node.metadata.memory_type if u.node is not None else u.memory_type
+        if u.action in _SNAPSHOT_ACTIONS and u.node_id is not None and node_type is not None:
+            if node_type != "WorkingMemory":
+                state.add(u.node_id)
+        elif u.action in _DROP_ACTIONS:
+            if u.node_id is None and not u.removed_ids:
+                state.clear()
+            else:
+                state.discard(u.node_id or "")
+        state.difference_update(u.removed_ids)
+    return state
+
+
+def with_snapshots(updates: Iterable[MemoryUpdate],
+                   events: Mapping[str, tuple[str, Event]]) -> list[MemoryUpdate]:
+    """``updates`` with the snapshots version 3 leaves out of ``added`` put back from the
+    items that caused them (``events``: event id -> (topic, event), as ``CubeLog`` holds)."""
+    return [restore(u, found[1]) if is_slim(u) and (found := events.get(
+        u.cause_event_id or "")) is not None else u for u in updates]
 
 
 def latest_snapshot(updates: Sequence[MemoryUpdate], node_id: str) -> MemoryItem | None:

@@ -47,8 +47,10 @@ from memstream.topics.provenance import (
     fold,
     latest_snapshot,
     node_changes,
+    with_snapshots,
 )
 from memstream.topics.registry import BY_SUFFIX, CONVERSATIONS, MEMORY_UPDATES, TopicSpec
+from memstream.topics.snapshots import is_slim
 
 if TYPE_CHECKING:
     from memstream.topics.client import MemoryClient
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstream.provenance")
 
 MIN_PREFIX = 8
+_IDS_PER_ASK = 5_000  # event ids per log_refs request (the request takes at most 10,000)
 INDEX_WAIT_S = 60.0  # how long a call waits for the indexer to pass the log's end
 NO_WORKER_LOOK_S = 1.0  # behind this long: ask whether any worker runs at all
 _FETCH_BYTES = 256 * 1024  # one fetch: enough for a run of records, little of others'
@@ -272,25 +275,38 @@ def _updates(events: dict[str, list[Event]]) -> list[MemoryUpdate]:
     return [u for u in events.get(MEMORY_UPDATES.suffix, []) if isinstance(u, MemoryUpdate)]
 
 
+async def _events_refs(client: MemoryClient, cube: str,
+                       event_ids: Sequence[str]) -> dict[str, set[int]]:
+    """Where the records of ``event_ids`` are, asked in requests of at most ``_IDS_PER_ASK``."""
+    return _merge(*[await _refs(client, cube, event_ids=tuple(event_ids[i:i + _IDS_PER_ASK]))
+                    for i in range(0, len(event_ids), _IDS_PER_ASK)])
+
+
 async def _with_causes(client: MemoryClient, cube: str, log_: CubeLog,
-                       updates: Sequence[MemoryUpdate]) -> None:
+                       updates: Sequence[MemoryUpdate], chunks: bool = True) -> None:
     """Add the events that caused ``updates`` (and the chunks their items came from)."""
-    causes = tuple(sorted({u.cause_event_id for u in updates if u.cause_event_id}
-                          - set(log_.events)))
-    if not causes:
-        return
-    found = await fetch(client, cube, _merge(await _refs(client, cube, event_ids=causes)))
-    for spec in CAUSE_TOPICS:
-        for event in found.get(spec.suffix, []):
-            log_.events.setdefault(event.event_id, (spec.suffix, event))
-    chunks = tuple(sorted({e.chunk_event_id for _, e in log_.events.values()
-                           if isinstance(e, ExtractedMemory) and e.chunk_event_id}
-                          - set(log_.chunks)))
-    if chunks:
-        found = await fetch(client, cube, _merge(await _refs(client, cube, event_ids=chunks)))
+    causes = sorted({u.cause_event_id for u in updates if u.cause_event_id} - set(log_.events))
+    if causes:
+        found = await fetch(client, cube, await _events_refs(client, cube, causes))
+        for spec in CAUSE_TOPICS:
+            for event in found.get(spec.suffix, []):
+                log_.events.setdefault(event.event_id, (spec.suffix, event))
+    cited = sorted({e.chunk_event_id for _, e in log_.events.values()
+                    if isinstance(e, ExtractedMemory) and e.chunk_event_id} - set(log_.chunks))
+    if chunks and cited:
+        found = await fetch(client, cube, await _events_refs(client, cube, cited))
         for event in found.get(CONVERSATIONS.suffix, []):
             if isinstance(event, ConversationChunk):
                 log_.chunks.setdefault(event.event_id, event)
+
+
+async def _snapshots(client: MemoryClient, cube: str, log_: CubeLog,
+                     updates: Sequence[MemoryUpdate], chunks: bool = True
+                     ) -> list[MemoryUpdate]:
+    """``updates`` with the snapshots ``added`` leaves out (version 3) put back from the
+    items that caused them, which join ``log_``."""
+    await _with_causes(client, cube, log_, [u for u in updates if is_slim(u)], chunks)
+    return with_snapshots(updates, log_.events)
 
 
 async def memory_history(client: MemoryClient, node_id: str,
@@ -305,7 +321,7 @@ async def memory_history(client: MemoryClient, node_id: str,
         raise NodeNotFound(f"no memory {node_id} in the log of cube {cube}")
     log_ = CubeLog(changes)
     await _with_causes(client, cube, log_, changes)
-    return changes_with_causes(log_, changes)
+    return changes_with_causes(log_, with_snapshots(changes, log_.events))
 
 
 async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[MemoryItem]:
@@ -314,7 +330,9 @@ async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[M
         raise ValueError("as_of needs a timezone-aware time (e.g. 2026-05-01T12:00:00+00:00)")
     await _wait_indexed(client, cube_id, [MEMORY_UPDATES])
     refs = await _refs(client, cube_id, topic=MEMORY_UPDATES.suffix)
-    state = fold(_updates(await fetch(client, cube_id, _merge(refs))), at)
+    updates = [u for u in _updates(await fetch(client, cube_id, _merge(refs)))
+               if u.occurred_at <= at]
+    state = fold(await _snapshots(client, cube_id, CubeLog([]), updates, chunks=False), at)
     return sorted(state.values(), key=lambda n: (n.metadata.created_at, n.id))
 
 
@@ -324,7 +342,9 @@ async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None
     cube, node_id, own = await resolve(client, node_id, cube_id)
     erasures = await _refs(client, cube, topic=MEMORY_UPDATES.suffix, node_less=True)
     refs = [own, erasures]
-    updates = _updates(await fetch(client, cube, _merge(*refs)))
+    log_ = CubeLog([])  # the causes fetched on the way (items put snapshots back)
+    updates = await _snapshots(client, cube, log_,
+                               _updates(await fetch(client, cube, _merge(*refs))))
     done, todo = {node_id}, _lineage_ids(updates, node_id)
     for _ in range(MAX_DEPTH):
         todo -= done
@@ -332,12 +352,14 @@ async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None
             break
         results = [await _refs(client, cube, node_id=n) for n in sorted(todo)]
         refs += results
-        updates += _updates(await fetch(client, cube, _merge(*results)))
+        updates += await _snapshots(client, cube, log_,
+                                    _updates(await fetch(client, cube, _merge(*results))))
         done |= todo
         todo = set().union(*(_lineage_ids(updates, n) for n in todo))
     if len(refs) > 2:  # every update read again in one pass, so they are in log order
-        updates = _updates(await fetch(client, cube, _merge(*refs)))
-    log_ = CubeLog(updates)
+        updates = await _snapshots(client, cube, log_,
+                                   _updates(await fetch(client, cube, _merge(*refs))))
+    log_.updates = updates
     await _with_causes(client, cube, log_, log_.updates)
     return explain_node(log_, node_id)
 

@@ -117,7 +117,8 @@ MEMORY_COMMANDS = TopicSpec(
 )
 MEMORY_UPDATES = TopicSpec(
     "memory.updates", MemoryUpdate, retention_ms=KEEP_FOREVER,  # history and as_of read it
-    compact=True, doc="Every change to a cube's memory, with a node snapshot.",
+    compact=True, doc="Every change to a cube's memory: ids, the change, a snapshot (v3: not "
+    "the one an added's item holds).",
 )
 REORGANIZE_HIGH = TopicSpec("reorganize.high", ReorganizeEvent, doc="add / remove",
                             compact=True)

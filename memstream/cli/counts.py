@@ -40,7 +40,8 @@ class Added:
             return
         self.seen.add(update.event_id)
         match update.action:
-            case "added" if update.node and update.node.metadata.memory_type == "EpisodicMemory":
+            case "added" if (update.node.metadata.memory_type if update.node
+                             else update.memory_type) == "EpisodicMemory":
                 self.episodes += 1
             case "added":
                 self.memories += 1

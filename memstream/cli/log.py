@@ -34,7 +34,7 @@ from memstream.topics.events import (
     LoadCube,
     UnfreezeNodes,
 )
-from memstream.topics.provenance import Change, Explanation, fold, read_updates
+from memstream.topics.provenance import Change, Explanation, live_ids, read_updates
 
 
 def _time(value: str) -> datetime:
@@ -193,7 +193,7 @@ async def _cubes_with_memories(client: MemoryClient) -> dict[str, str]:
     for u in await read_updates(client, None):
         by_cube.setdefault(u.cube_id, []).append(u)
         owners.setdefault(u.cube_id, u.user_id)
-    return {c: owners[c] for c, updates in sorted(by_cube.items()) if fold(updates)}
+    return {c: owners[c] for c, updates in sorted(by_cube.items()) if live_ids(updates)}
 
 
 def backup_every_cube(directory: Path, keep_last: int, data_dir: Path | None) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from memstream.sinks.memory_store import EmbedNodes
@@ -29,14 +28,16 @@ from memstream.streams.core.merge import (
 from memstream.streams.core.review import Verdict, review
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.memory import chunks
+from memstream.streams.memory.announce import fold_evictions, slim_added
 from memstream.streams.memory.chunks import chunk_key
 from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.streams.text.words import short_title
 from memstream.topics import tracing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
-from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, MemoryType
+from memstream.topics.models import Edge, MemoryItem, MemoryType
 from memstream.topics.registry import BY_SUFFIX, MEMORY_UPDATES
+from memstream.topics.snapshots import node_of_item
 
 log = logging.getLogger("memstream.memory")
 STAGE = "memory.add"
@@ -48,23 +49,9 @@ def node_id_for(item: ExtractedMemory) -> str:
 
 
 def build_node(item: ExtractedMemory) -> MemoryItem:
-    """The long-term node for an extracted item.
-
-    Timestamps come from the event, not the wall clock, so a replay writes the same
-    node; items of one chunk are spaced by a microsecond so FIFO order is stable.
-    """
-    stamp = item.occurred_at + timedelta(microseconds=item.index)
-    return MemoryItem(
-        id=node_id_for(item),
-        memory=item.memory,
-        metadata=MemoryMetadata(**{
-            **item.description(),
-            "key": item.key or short_title(item.memory),
-            "user_id": item.user_id, "cube_id": item.cube_id,
-            "memory_type": item.memory_type, "status": "activated",
-            "created_at": stamp, "updated_at": stamp,
-        }),
-    )
+    """The long-term node for an extracted item (``topics/snapshots.py``: readers rebuild
+    it from the item the same way), titled by the add stage when the item has no key."""
+    return node_of_item(item, node_id_for(item), item.key or short_title(item.memory))
 
 
 def capacity_of(deps: Deps, memory_type: MemoryType) -> int:
@@ -167,9 +154,12 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                         "cause_event_id": derived_event_id("extracted", sibling.id)}, deps)
             out += await redeliver(node, base, deps)
 
+    out = slim_added(out, records)
     touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}
     for memory_type in sorted(touched):
-        out.extend(await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type))
+        evicted = await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type)
+        out = fold_evictions(out, evicted, STAGE) if memory_type == "WorkingMemory" \
+            else [*out, *evicted]
     # One reorganize event per chunk (the optimizer asks one question for all its facts),
     # named by its items; an item added on its own is a chunk of one.
     groups: dict[str, list[Record[ExtractedMemory]]] = {}

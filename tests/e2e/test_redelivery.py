@@ -246,9 +246,10 @@ async def test_a_batch_cut_between_two_items_ends_as_an_uninterrupted_run(
 async def test_an_eviction_cut_short_by_a_crash_is_announced_and_done_by_the_redelivery(
     tmp_path: Path, kafka_broker: str, falkordb_uri: str,
 ) -> None:
-    """Working memory holds 2: the third item evicts the first one's copy. The first delivery
-    of the third item stops after its sends and before its deletions (a crash there); the
-    redelivery announces the same ``removed`` again, under the same id, and removes it."""
+    """Working memory holds 2: the third item evicts the first one's copy, named on the third
+    item's ``added`` (``removed_ids``). The first delivery of the third item stops after its
+    sends and before its deletions (a crash there); the redelivery announces the same
+    ``added`` again, under the same id, naming the same copy, and removes it."""
     settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
                                  reorganize={"enabled": False},
                                  memory={"working_memory_capacity": 2})
@@ -258,14 +259,18 @@ async def test_an_eviction_cut_short_by_a_crash_is_announced_and_done_by_the_red
         await deliver(p, first, second)
         outputs = await first_delivery_without_sends(p, third)
         evicted = working_copy_id(node_id_for(first))
-        removed = [o for o in outputs if isinstance(o.event, MemoryUpdate)
-                   and o.event.action == "removed"]
-        assert [o.event.node_id for o in removed] == [evicted]
-        assert removed[-1].then is not None  # the deletion waits for the announcement
+        evicting = [o for o in outputs if isinstance(o.event, MemoryUpdate)
+                    and o.event.removed_ids]
+        assert not [o for o in outputs if isinstance(o.event, MemoryUpdate)
+                    and o.event.action == "removed"]  # no record per evicted copy
+        assert [(o.event.action, o.event.node_id, o.event.removed_ids) for o in evicting
+                if isinstance(o.event, MemoryUpdate)] == [
+            ("added", node_id_for(third), (evicted,))]
+        assert evicting[-1].then is not None  # the deletion waits for the announcement
         assert await p.deps.store.graph.get_node("ev", evicted) is not None  # not yet removed
         await deliver(p, third)  # the redelivery, through the stage
         assert await p.deps.store.graph.get_node("ev", evicted) is None
         assert await p.deps.store.vectors.get("ev", [evicted]) == []
-        announced = [u for u in await updates(p, "ev") if u.action == "removed"]
-        assert {u.event_id for u in announced} == {derived_event_id("removed", evicted)}
-        assert {u.event_id for u in announced} == {removed[0].event.event_id}
+        announced = [u for u in await updates(p, "ev") if u.removed_ids]
+        assert {u.event_id for u in announced} == {derived_event_id("added", node_id_for(third))}
+        assert {u.removed_ids for u in announced} == {(evicted,)}

@@ -113,10 +113,13 @@ async def test_working_memory_keeps_the_newest_twenty_per_cube(pipeline: Pipelin
     long_term = await pipeline.deps.store.graph.all_of_type("alice", "LongTermMemory")
     assert len(long_term) == 25
     assert len(await pipeline.deps.store.graph.all_of_type("bob", "WorkingMemory")) == 3
-    removed = [u for u in await updates_of(pipeline, "alice") if u.action == "removed"]
-    assert len(removed) == 5
-    gone = [u.node_id for u in removed if u.node_id]
+    # each evicted copy named once, on the added record of the memory that pushed it out
+    updates = await updates_of(pipeline, "alice")
+    assert not [u for u in updates if u.action == "removed"]
+    gone = [i for u in updates if u.action == "added" for i in u.removed_ids]
+    assert len(gone) == len(set(gone)) == 5
     assert await pipeline.deps.store.vectors.get("alice", gone) == []
+    assert not await pipeline.deps.store.graph.get_nodes("alice", gone)
 
 
 async def test_the_same_chunk_twice_leaves_the_same_nodes(pipeline: Pipeline) -> None:

@@ -13,7 +13,12 @@ from pydantic import ValidationError
 
 from memstream.streams.runtime.stage import RawRecord, decode
 from memstream.topics import codec, shred
-from memstream.topics.events import ConversationChunk, ExtractedMemory, MemoryUpdate
+from memstream.topics.events import (
+    MEMORY_UPDATE_VERSION,
+    ConversationChunk,
+    ExtractedMemory,
+    MemoryUpdate,
+)
 from memstream.topics.limits import LimitExceeded
 from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 from memstream.topics.registry import (
@@ -47,11 +52,36 @@ def test_compressed_values_round_trip_and_short_ones_stay_as_they_are() -> None:
 
 
 def test_a_compression_bomb_or_a_damaged_value_is_refused() -> None:
-    bomb = codec.MAGIC + zlib.compress(b" " * 2_000_000)
-    with pytest.raises(codec.Unreadable, match="more than 1,000"):
-        codec.inflate(bomb, max_bytes=1_000)
-    with pytest.raises(ValidationError, match="does not inflate"):
-        CONVERSATIONS.decode(codec.MAGIC + b"not zlib at all")
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, zdict=codec.DICTIONARY_1)
+    for bomb in (codec.MAGIC_ZLIB + zlib.compress(b" " * 2_000_000),
+                 codec.MAGIC + packer.compress(b" " * 2_000_000) + packer.flush()):
+        with pytest.raises(codec.Unreadable, match="more than 1,000"):
+            codec.inflate(bomb, max_bytes=1_000)
+    for marker in (codec.MAGIC, codec.MAGIC_ZLIB):
+        with pytest.raises(ValidationError, match="does not inflate"):
+            CONVERSATIONS.decode(marker + b"not zlib at all")
+    cut = codec.deflate(json.dumps({"memory": "the user likes tea " * 40}).encode())[:-4]
+    with pytest.raises(codec.Unreadable, match="cut short"):
+        codec.inflate(cut)
+
+
+def test_values_of_the_first_compressed_form_still_open() -> None:
+    """``\x00z1`` (zlib, no dictionary) was written before the primed form."""
+    text = json.dumps({"schema_version": 1, "memory": "the user likes tea " * 4}).encode()
+    assert codec.inflate(codec.MAGIC_ZLIB + zlib.compress(text)) == text
+
+
+def test_the_dictionary_makes_a_small_event_smaller() -> None:
+    """The primed form against plain zlib on a short compact update: field names cost bits."""
+    update = MemoryUpdate(user_id="locomo-conv-26-melanie", action="added", stage="memory.add",
+                          node_id="3de0a90f-cd2b-5dd5-a7d1-35a230a0a9aa",
+                          memory_type="LongTermMemory", occurred_at=AT,
+                          related_ids=("6627105f-3471-5c9f-8ecf-fd02f01eb876",),
+                          cause_event_id="780ef067feb4573fb9a005381f0b276e")
+    text = MEMORY_UPDATES.plain(update)
+    primed, plain = codec.deflate(text), codec.MAGIC_ZLIB + zlib.compress(text, 9)
+    assert primed.startswith(codec.MAGIC) and len(primed) < 0.85 * len(plain)
+    assert codec.inflate(primed) == text
 
 
 def test_sealed_values_are_binary_compressed_and_the_json_envelope_still_opens(
@@ -81,7 +111,7 @@ def test_compact_topics_leave_defaults_out_and_keep_the_version() -> None:
                           node=node(), occurred_at=AT)
     raw = MEMORY_UPDATES.encode(update)
     opened = json.loads(codec.inflate(raw))
-    assert opened["schema_version"] == 2
+    assert opened["schema_version"] == MEMORY_UPDATE_VERSION
     assert "frozen" not in opened["node"]["metadata"]  # a default, left out
     assert opened["node"]["metadata"]["sources"] == [{"message_id": "m1"}]
     assert MEMORY_UPDATES.decode(raw) == update
@@ -97,7 +127,7 @@ def test_memory_updates_v2_carry_no_usage_and_v1_records_still_decode() -> None:
     update = MemoryUpdate(user_id="ann", action="updated", stage="commands", node_id="n1",
                           node=used, occurred_at=AT)
     assert update.node is not None and update.node.metadata.usage == ()
-    assert update.schema_version == 2
+    assert update.schema_version == MEMORY_UPDATE_VERSION
     v1 = json.loads(update.model_dump_json())
     v1["schema_version"] = 1
     v1["node"] = json.loads(used.model_dump_json())  # written with its usage, as before

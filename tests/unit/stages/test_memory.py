@@ -16,6 +16,7 @@ from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import MemoryItem, SourceRef
+from memstream.topics.snapshots import is_slim
 from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records, sent
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
@@ -205,9 +206,14 @@ async def test_over_capacity_the_oldest_memories_go_with_their_vectors(tmp_path:
     out = await add(deps, *(item(t, day=i) for i, t in enumerate(texts)))
     kept = await stored(deps)
     assert {n.memory for n in kept} == set(texts[2:])
-    removed = updates(out, "removed")
+    removed = updates(out, "removed")  # long-term nodes: a record each
     assert removed and all(u.reason.endswith("exceeded") for u in removed)
-    ids = [u.node_id for u in removed if u.node_id is not None]
+    # working copies: named on the added record whose copy pushed them out
+    evicted = [u.removed_ids for u in updates(out, "added") if u.removed_ids]
+    assert evicted == [(working_copy_id(kept_id),) for kept_id in
+                       [u.node_id for u in removed]]  # the same memories, oldest first
+    ids = [u.node_id for u in removed if u.node_id is not None] + [
+        i for ids in evicted for i in ids]
     assert len(ids) == 4  # two long-term nodes and two working copies
     assert not await deps.query.get_nodes(CUBE, ids)
     assert not await deps.query.vectors(CUBE, ids)  # no vector left behind to be found
@@ -267,6 +273,8 @@ async def test_a_chunk_cut_by_a_batch_is_reviewed_once_with_its_last_fact(
         decided = sorted(u.node_id or "" for u in events_of(out, MemoryUpdate)
                          if u.action in ("added", "merged") and u.node_id in
                          {f.id for f in facts})
+        # announced without the snapshots their items rebuild, the head's facts too
+        assert all(is_slim(u) for u in updates(out, "added"))
         return llm.calls, events_of(out, ReorganizeEvent), decided
 
     whole_calls, whole_events, whole_decided = await run(split=False)
