@@ -250,6 +250,8 @@ class SearchSettings(BaseModel):
     turn_rrf_k: int = Field(default=60, ge=1)
     # Weight of the related words of a question (streams.core.related_words) in BM25.
     related_weight: float = Field(default=0.5, ge=0)
+    # A question naming some of a cube's speakers: turns by the others count 1 - this.
+    speaker_weight: float = Field(default=0.2, ge=0, le=1)
     window_before: int = Field(default=1, ge=0)
     window_after: int = Field(default=2, ge=0)
     episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
