@@ -118,15 +118,15 @@ async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path:
                                          ExtractedMemory)), deps)
     deps.settings = deps.settings.model_copy(update={"search": deps.settings.search.model_copy(
         update={"window_before": 0, "window_after": 0})})
-    question = ask("Where did Dana go hiking last weekend?", top_k=2)
+    question = ask("Where did Dana go hiking last weekend?", top_k=3)
 
     async def scores(weight: float) -> dict[str, float]:
         cfg = deps.settings.search.model_copy(update={"speaker_weight": weight})
         deps.settings = deps.settings.model_copy(update={"search": cfg})
         found, _ = await search(question, deps)
-        return {f.excerpt_ids[0]: f.score for f in found}
+        return {f.excerpt_ids[0]: f.score for f in found if f.excerpt_ids}
 
     unaware, aware = await scores(0.0), await scores(0.2)
     assert aware["s0"] == unaware["s0"]  # Dana's turn keeps its score
     assert abs(aware["s1"] - 0.8 * unaware["s1"]) < 1e-3  # Omar's counts 1 - 0.2
-    assert list(aware) == ["s0", "s1"]
+    assert list(aware)[0] == "s0"
