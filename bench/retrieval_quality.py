@@ -167,6 +167,18 @@ def repeats(statement: str, excerpt: str) -> bool:
     return all(line in within for line in lines if line)
 
 
+def repeated_chars(hit: ScoredMemory, returned: set[str]) -> int:
+    """Characters of an excerpt's lines whose turns an earlier hit already returned (the
+    other speaker's cube holds the same turns): duplicate text counts once."""
+    if hit.excerpt is None:
+        return 0
+    lines = hit.excerpt.split("\n")
+    if len(lines) != len(hit.excerpt_ids):
+        return 0
+    return sum(len(line) + 1 for line, turn in zip(lines, hit.excerpt_ids, strict=True)
+               if turn in returned)
+
+
 async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) -> int:
     """Publish every conversation into one cube per speaker; returns chunks published."""
     last: dict[str, WriteToken] = {}
@@ -204,7 +216,8 @@ async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> f
 async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, k: int,
                          latencies: list[float]) -> list[Hit]:
     """Both speakers' cubes searched, merged by score; a hit whose text was already returned
-    (the same excerpt or memory from the other cube) or that adds no turn counts once."""
+    (the same excerpt or memory from the other cube) or that adds no turn counts once, and so
+    do the lines of an excerpt that an earlier hit returned."""
 
     async def timed(cube: str) -> list[ScoredMemory]:
         t0 = time.perf_counter()
@@ -224,6 +237,7 @@ async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, 
         if text in seen or (found.turns and found.turns <= returned):
             continue
         seen.add(text)
+        found = Hit(found.turns, found.chars - repeated_chars(hit, returned))
         returned |= found.turns
         out.append(found)
     return out[:k]
