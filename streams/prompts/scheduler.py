@@ -284,10 +284,17 @@ def fallback_decision(ctx: DecisionContext) -> DecisionResponse:
         return DecisionResponse(need_retrieval=False, reason="the query has no content words")
     memory = [TextIndex(t) for t in ctx.working_memory]
     missing = [t for t in terms if not covered(t, memory)]
-    if not missing:
+    # Every word somewhere is not enough: twenty items mention most everyday words. One item
+    # must hold most of them for working memory to be about the question.
+    best = max((sum(covered(t, [m]) for t in terms) for m in memory), default=0)
+    if not missing and 2 * best >= len(terms):
         return DecisionResponse(
             need_retrieval=False, reason="working memory mentions " + ", ".join(terms)
         )
+    if not missing:
+        return DecisionResponse(
+            need_retrieval=True, missing_evidence=[latest],
+            reason="no working-memory item mentions most of " + ", ".join(terms))
     return DecisionResponse(
         need_retrieval=True,
         missing_evidence=[latest],

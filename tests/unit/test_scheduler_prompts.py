@@ -321,3 +321,13 @@ async def test_one_floor_for_both_languages_would_not_work(e5: LocalEmbedder) ->
     en = await similarities(e5, "what should I cook tonight?", ["The user is vegetarian"])
     zh = await similarities(e5, "我今晚应该做什么菜？", ["用户5月14日飞往里斯本"])
     assert zh[0] > en[0] >= E5_FLOOR
+
+
+def test_decision_retrieves_when_the_words_are_only_scattered() -> None:
+    """Each word is somewhere in working memory, but no item is about the question."""
+    wm = ["Melanie went to the museum with her kids.", "Caroline painted a sunset.",
+          "The weekend was quiet."]
+    answer = decide("What did Melanie paint last weekend?", wm=wm)
+    assert answer.need_retrieval is True
+    assert answer.missing_evidence == ["What did Melanie paint last weekend?"]
+    assert decide("What did Caroline paint?", wm=wm).need_retrieval is False
