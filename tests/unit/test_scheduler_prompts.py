@@ -119,7 +119,14 @@ def test_decision_retrieves_what_working_memory_lacks() -> None:
 
 
 def test_decision_only_the_latest_query_counts() -> None:
-    assert decide("Which hotel did I book?", "And my flight to Lisbon?").need_retrieval is False
+    assert decide("Which hotel did I book?", "When is my flight to Lisbon?",
+                  "And my flight to Lisbon?").need_retrieval is False
+
+
+def test_decision_a_new_subject_retrieves() -> None:
+    """Working memory mentions the words, but it was fetched for another question."""
+    answer = decide("Which hotel did I book?", "And my flight to Lisbon?")
+    assert answer.need_retrieval is True and "new subject" in answer.reason
 
 
 def test_decision_empty_working_memory_and_small_talk() -> None:
