@@ -247,13 +247,13 @@ class SearchSettings(BaseModel):
     turn_bm25_weight: float = Field(default=1.5, ge=0)
     episode_dense_weight: float = Field(default=1.0, ge=0)
     episode_bm25_weight: float = Field(default=1.5, ge=0)
-    # k 10 (not 60): a turn's first places stand further above the rest, so the turns that
-    # answer are not outranked by memories citing no turn (dev split R@10 0.868 -> 0.882,
-    # B2000 0.686 -> 0.720; docs/benchmarks.md).
+    # k 10 (not 60): a turn's first places stand further above the rest (dev split, with
+    # other_weight 0.15: R@10 0.868 -> 0.882, B2000 0.686 -> 0.720; docs/benchmarks.md).
     turn_rrf_k: int = Field(default=10, ge=1)
     # Weight of the related words of a question (streams.core.related_words) in BM25.
     related_weight: float = Field(default=0.5, ge=0)
-    # A question naming some of a cube's speakers: turns by the others count 1 - this.
+    # A question naming some of a cube's speakers: turns by the others count 1 - this (dev
+    # split R@10 0.871 -> 0.877 at other_weight 0.5; multi-hop and single-hop up).
     speaker_weight: float = Field(default=0.2, ge=0, le=1)
     window_before: int = Field(default=1, ge=0)
     window_after: int = Field(default=2, ge=0)
