@@ -186,7 +186,9 @@ async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) ->
     index = await indexes_for(deps.query).get(deps.query, msg.cube_id)
     spans = {id(h): spanned(h, index) for scored, _ in results for h in scored}
     episodes = {e.id: e for ids in spans.values() for e in ids}
-    lists = [[e for hit in scored for node in (spans[id(hit)] or [hit.item])
+    # each hit's own episode in the search's order, then the episodes its excerpt runs into
+    lists = [[e for layer in (0, 1) for hit in scored
+              for node in (spans[id(hit)] or [hit.item])[layer:layer + 1 if layer == 0 else None]
               if (e := entry_of_hit(hit, episodes, node)) is not None]
              for scored, _ in results]
     out: list[Entry] = []
