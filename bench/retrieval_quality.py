@@ -150,10 +150,33 @@ def cited(hit: ScoredMemory) -> Hit:
     if hit.excerpt is None:
         return Hit(frozenset(own), len(item.memory))
     chars = len(hit.excerpt)
-    if item.metadata.memory_type != "EpisodicMemory" and \
-            " ".join(item.memory.split()) not in " ".join(hit.excerpt.split()):
+    if item.metadata.memory_type != "EpisodicMemory" and not repeats(item.memory, hit.excerpt):
         chars += len(item.memory) + 1
     return Hit(frozenset(hit.excerpt_ids), chars)
+
+
+_SPEAKER_PREFIX = re.compile(r"^[^:\n]{1,40}:\s+")
+
+
+def repeats(statement: str, excerpt: str) -> bool:
+    """Whether a statement only repeats its excerpt: each of its lines, without a leading
+    "Name: " (an extractor names the speaker of what it quotes), occurs in the excerpt.
+    Duplicate text between a statement and its episode counts once (issue #28)."""
+    within = " ".join(excerpt.split())
+    lines = [" ".join(_SPEAKER_PREFIX.sub("", line).split()) for line in statement.split("\n")]
+    return all(line in within for line in lines if line)
+
+
+def repeated_chars(hit: ScoredMemory, returned: set[str]) -> int:
+    """Characters of an excerpt's lines whose turns an earlier hit already returned (the
+    other speaker's cube holds the same turns): duplicate text counts once."""
+    if hit.excerpt is None:
+        return 0
+    lines = hit.excerpt.split("\n")
+    if len(lines) != len(hit.excerpt_ids):
+        return 0
+    return sum(len(line) + 1 for line, turn in zip(lines, hit.excerpt_ids, strict=True)
+               if turn in returned)
 
 
 async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) -> int:
@@ -193,7 +216,8 @@ async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> f
 async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, k: int,
                          latencies: list[float]) -> list[Hit]:
     """Both speakers' cubes searched, merged by score; a hit whose text was already returned
-    (the same excerpt or memory from the other cube) or that adds no turn counts once."""
+    (the same excerpt or memory from the other cube) or that adds no turn counts once, and so
+    do the lines of an excerpt that an earlier hit returned."""
 
     async def timed(cube: str) -> list[ScoredMemory]:
         t0 = time.perf_counter()
@@ -213,6 +237,7 @@ async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, 
         if text in seen or (found.turns and found.turns <= returned):
             continue
         seen.add(text)
+        found = Hit(found.turns, found.chars - repeated_chars(hit, returned))
         returned |= found.turns
         out.append(found)
     return out[:k]
@@ -293,6 +318,17 @@ def report(rows: dict[str, dict[tuple[str, str], list[Hit]]], convs: list[Conver
     return overall
 
 
+def dump(path: Path, rows: dict[str, dict[tuple[str, str], list[Hit]]],
+         convs: list[Conversation]) -> None:
+    """Each question with its evidence and category, and each row's hits for it."""
+    out = [{"conversation": c.name, "question": q.text, "category": q.category,
+            "evidence": sorted(q.evidence),
+            "hits": {label: [[sorted(h.turns), h.chars] for h in hits[(c.name, q.text)]]
+                     for label, hits in rows.items()}}
+           for c in convs for q in c.questions]
+    path.write_text(json.dumps(out))
+
+
 def percentile(values: list[float], p: float) -> float:
     return float(np.percentile(values, p)) * 1000 if values else float("nan")
 
@@ -318,6 +354,9 @@ async def main() -> None:
                         help="labels for the per-category table (default: LoCoMo's)")
     parser.add_argument("--concurrency", type=int, default=4,
                         help="questions searched at once (each searches every speaker's cube)")
+    parser.add_argument("--dump", type=Path, metavar="FILE",
+                        help="write every row's hits per question (turn ids, characters) "
+                        "as JSON, to study the questions a ranking misses")
     parser.add_argument("--reuse", "--keep", dest="keep", type=Path,
                         help="data dir to use and keep (default: temp); when it already holds "
                         "this ingestion, only the searches run again (ingestion takes minutes)")
@@ -395,6 +434,8 @@ async def main() -> None:
     table_rows = {**{name: baselines[name] for name in order}, **rows}
     print()
     figures = report(table_rows, convs, names)
+    if args.dump:
+        dump(args.dump, table_rows, convs)
     base = figures["hybrid over chunks"]
     ours = figures["memstream fast (defaults)"]
     print(f"\nmemstream / chunk hybrid: R@10 {ours['R@10'] / base['R@10']:.2f}x, "

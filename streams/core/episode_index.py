@@ -41,6 +41,16 @@ class TurnRef:
 _ROLE_LABEL = re.compile(r"^(\[[^\]\n]*\]\s*)?(user|assistant|system|tool)\s*:", re.I | re.M)
 
 
+# "[time] Name: text": the speaker a turn's line names (what ``speaker_of`` returns).
+_SPEAKER = re.compile(r"^(?:\[[^\]\n]*\]\s*)?([^:\n\[\]]{1,40}?)\s*:")
+
+
+def speaker_of(line: str) -> str:
+    """The speaker a turn's line names, casefolded ("" when it names none)."""
+    found = _SPEAKER.match(line)
+    return " ".join(found.group(1).split()).casefold() if found else ""
+
+
 def indexed(text: str) -> str:
     """The words of an episode or turn that keyword ranking reads: role labels left out."""
     return _ROLE_LABEL.sub(lambda m: m.group(1) or "", text)
@@ -60,6 +70,8 @@ class EpisodeIndex:
     turns_of_message: dict[str, list[int]] = field(default_factory=dict)
     built_at: float = 0.0
     version: int = 0
+    speaker_of_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    speakers: list[str] = field(default_factory=list)  # position = code in speaker_of_turn
     # statement id -> message ids of the turns it came from (a statement's sources never
     # change; filled as statements are first met, carried over when the index is rebuilt)
     statement_messages: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -85,6 +97,10 @@ class EpisodeIndex:
             episode_of_turn=np.asarray([t.episode for t in turns], dtype=np.int64),
             position={e.id: i for i, e in enumerate(episodes)},
             built_at=time.monotonic(), version=version)
+        names = [speaker_of(t.text) for t in turns]
+        index.speakers = sorted({n for n in names if n})
+        codes = {n: i for i, n in enumerate(index.speakers)}
+        index.speaker_of_turn = np.asarray([codes.get(n, -1) for n in names], dtype=np.int64)
         for i, turn in enumerate(turns):
             if turn.message_id:
                 index.turns_of_message.setdefault(turn.message_id, []).append(i)

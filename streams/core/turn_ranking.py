@@ -12,6 +12,7 @@ context. On LoCoMo (bench/retrieval_quality.py) this beat whole chunks at fewer 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,19 @@ def _ranks(scores: dict[int, float]) -> dict[int, int]:
     """1-based ranks of the keys by descending score (ties by key)."""
     ordered = sorted(scores, key=lambda i: (-scores[i], i))
     return {i: r for r, i in enumerate(ordered, start=1)}
+
+
+_ROLES = frozenset({"user", "assistant", "system", "tool"})
+
+
+def named_speakers(query: str, speakers: Sequence[str]) -> set[int]:
+    """The speakers (codes of ``EpisodeIndex.speakers``) a question names by their first
+    name, when it names some but not all of them; bare roles ("user") name nobody."""
+    text = query.casefold()
+    named = {i for i, name in enumerate(speakers)
+             if name not in _ROLES and name.split()
+             and re.search(rf"(?<!\w){re.escape(name.split()[0])}(?!\w)", text)}
+    return named if len(named) < len(speakers) else set()
 
 
 def _rrf(ranks: dict[int, int], weight: float, k: int, size: int) -> np.ndarray:
@@ -120,7 +134,12 @@ async def rank_windows(
              + (ep_dense + ep_words)[index.episode_of_turn])
     best = (cfg.turn_dense_weight + cfg.turn_bm25_weight + cfg.episode_dense_weight
             + cfg.episode_bm25_weight) / (k + 1)
-    score = np.where(allowed, score / best if best > 0 else score, -1.0)
+    score = score / best if best > 0 else score
+    if cfg.speaker_weight > 0 and (named := named_speakers(query, index.speakers)):
+        # a question about a person is answered mostly by what that person said
+        by_named = np.isin(index.speaker_of_turn, sorted(named))
+        score = np.where(by_named, score, score * (1.0 - cfg.speaker_weight))
+    score = np.where(allowed, score, -1.0)
     order = np.argsort(-score, kind="stable")
     used = np.zeros(n, dtype=bool)
     out: list[Window] = []

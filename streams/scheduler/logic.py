@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.retrieval import search
 from memstream.streams.core.working_memory import (
     Entry,
@@ -139,11 +140,29 @@ def split_top_k(top_k: int, pieces: int) -> int:
     return max(1, top_k // max(1, pieces))
 
 
-def entry_of_hit(hit: ScoredMemory, episodes: dict[str, MemoryItem]) -> Entry | None:
+def spanned(hit: ScoredMemory, index: EpisodeIndex) -> list[MemoryItem]:
+    """The episodes an excerpt's turns lie in, its centre's first: an excerpt runs across an
+    episode's end (the turns after the one that matched often hold the answer)."""
+    if hit.excerpt is None:
+        return []
+    out = [index.episodes[index.position[hit.episode_id]]] \
+        if hit.episode_id in index.position else []
+    for mid in hit.excerpt_ids:
+        for turn in index.turns_of_message.get(mid, ())[:1]:
+            episode = index.episodes[index.turns[turn].episode]
+            if all(e.id != episode.id for e in out):
+                out.append(episode)
+    return out
+
+
+def entry_of_hit(hit: ScoredMemory, episodes: dict[str, MemoryItem],
+                 node: MemoryItem | None = None) -> Entry | None:
     """A search hit as a working-memory candidate: a hit on an episode's turns enters as
-    that episode (the turns as said, so the evidence around the turn comes with it); any
-    other hit as its node. ``None`` for what may not enter (``admissible``)."""
-    node = episodes.get(hit.episode_id or "") if hit.excerpt is not None else None
+    the episodes holding them (the turns as said, so the evidence around the turn comes
+    with it; ``node``: one of them); any other hit as its node. ``None`` for what may not
+    enter (``admissible``)."""
+    if node is None:
+        node = episodes.get(hit.episode_id or "") if hit.excerpt is not None else None
     node = node or hit.item
     if not admissible(node):
         return None
@@ -164,14 +183,13 @@ async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) ->
     requests = [SearchRequest(user_id=msg.user_id, cube_id=msg.cube_id, query=text, top_k=per,
                               memory_type="All", requester=STAGE) for text in evidence]
     results = await asyncio.gather(*(search(r, deps) for r in requests))
-    wanted = {h.episode_id for scored, _ in results for h in scored
-              if h.excerpt is not None and h.episode_id and h.item.id != h.episode_id}
-    episodes = {n.id: n for n in await deps.query.get_nodes(msg.cube_id, sorted(wanted))} \
-        if wanted else {}
-    for scored, _ in results:
-        episodes.update({h.item.id: h.item for h in scored
-                         if h.item.metadata.memory_type == "EpisodicMemory"})
-    lists = [[e for hit in scored if (e := entry_of_hit(hit, episodes)) is not None]
+    index = await indexes_for(deps.query).get(deps.query, msg.cube_id)
+    spans = {id(h): spanned(h, index) for scored, _ in results for h in scored}
+    episodes = {e.id: e for ids in spans.values() for e in ids}
+    # each hit's own episode in the search's order, then the episodes its excerpt runs into
+    lists = [[e for layer in (0, 1) for hit in scored
+              for node in (spans[id(hit)] or [hit.item])[layer:layer + 1 if layer == 0 else None]
+              if (e := entry_of_hit(hit, episodes, node)) is not None]
              for scored, _ in results]
     out: list[Entry] = []
     seen: set[str] = set()

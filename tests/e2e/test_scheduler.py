@@ -311,10 +311,11 @@ async def test_a_covered_query_retrieves_nothing_until_the_timer_fires(
 ) -> None:
     """Last in the module: it moves the shared clock forward."""
     await remember(sched, "cov", [*DIET, *TRAVEL])
-    first, _ = await ask(sched, "cov", "what should I cook tonight?")
+    first, _ = await ask(sched, "cov", "what should I cook tonight with spicy tofu?")
     assert "decision" in (await replacement_for(sched, first)).reason
 
-    covered, token = await ask(sched, "cov", "spicy tofu")  # every keyword is in working memory
+    # every keyword is in one working-memory item, and was asked about just before
+    covered, token = await ask(sched, "cov", "spicy tofu")
     await sched.client.wait_applied(token)
     later, _ = await ask(sched, "cov", "what should I cook tonight?")
     await replacement_for(sched, later)

@@ -119,7 +119,14 @@ def test_decision_retrieves_what_working_memory_lacks() -> None:
 
 
 def test_decision_only_the_latest_query_counts() -> None:
-    assert decide("Which hotel did I book?", "And my flight to Lisbon?").need_retrieval is False
+    assert decide("Which hotel did I book?", "When is my flight to Lisbon?",
+                  "And my flight to Lisbon?").need_retrieval is False
+
+
+def test_decision_a_new_subject_retrieves() -> None:
+    """Working memory mentions the words, but it was fetched for another question."""
+    answer = decide("Which hotel did I book?", "And my flight to Lisbon?")
+    assert answer.need_retrieval is True and "new subject" in answer.reason
 
 
 def test_decision_empty_working_memory_and_small_talk() -> None:
@@ -321,3 +328,13 @@ async def test_one_floor_for_both_languages_would_not_work(e5: LocalEmbedder) ->
     en = await similarities(e5, "what should I cook tonight?", ["The user is vegetarian"])
     zh = await similarities(e5, "我今晚应该做什么菜？", ["用户5月14日飞往里斯本"])
     assert zh[0] > en[0] >= E5_FLOOR
+
+
+def test_decision_retrieves_when_the_words_are_only_scattered() -> None:
+    """Each word is somewhere in working memory, but no item is about the question."""
+    wm = ["Melanie went to the museum with her kids.", "Caroline painted a sunset.",
+          "The weekend was quiet."]
+    answer = decide("What did Melanie paint last weekend?", wm=wm)
+    assert answer.need_retrieval is True
+    assert answer.missing_evidence == ["What did Melanie paint last weekend?"]
+    assert decide("What did Caroline paint?", wm=wm).need_retrieval is False

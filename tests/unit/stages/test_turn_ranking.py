@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from memstream.streams.core.episode_index import speaker_of
 from memstream.streams.core.lexical import BM25, terms
 from memstream.streams.core.retrieval import search
+from memstream.streams.core.turn_ranking import named_speakers
 from memstream.streams.extraction.logic import extract
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps
@@ -88,3 +90,43 @@ async def test_turn_ranking_off_returns_whole_memories(tmp_path: Path) -> None:
     await _ingest(deps)
     found, _ = await search(ask("What does my brother's bakery sell?"), deps)
     assert found and all(h.excerpt is None for h in found)
+
+
+def test_speaker_of_a_line_and_the_speakers_a_question_names() -> None:
+    assert speaker_of("[2023-07-15 13:51] Caroline: Hey: Mel") == "caroline"
+    assert speaker_of("Jon Smith: hi") == "jon smith"
+    assert speaker_of("no speaker here") == ""
+    speakers = ["caroline", "melanie", "user"]
+    assert named_speakers("What did Melanie's kids paint?", speakers) == {1}
+    assert named_speakers("Did the user meet Caroline?", speakers) == {0}  # a role names nobody
+    assert named_speakers("what did we paint?", speakers) == set()
+    assert named_speakers("Caroline and Melanie?", ["caroline", "melanie"]) == set()  # all
+
+
+async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path: Path) -> None:
+    """Turns by a speaker the question does not name count 1 - speaker_weight."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    lines = [("Dana", "Omar, hiking in the hills last weekend was my best hiking trip."),
+             ("Omar", "I went hiking by the lake last weekend."),
+             ("Dana", "Let's go together next time.")]
+    messages = tuple(Message(id=f"s{i}", role="user" if who == "Dana" else "assistant",
+                             name=who, content=text, timestamp=T + timedelta(minutes=i))
+                     for i, (who, text) in enumerate(lines))
+    chunk = ConversationChunk(user_id="alice", cube_id="alice", session_id="s1", occurred_at=T,
+                              messages=messages)
+    await add_memories(records(events_of(await extract([record(chunk)], deps),
+                                         ExtractedMemory)), deps)
+    deps.settings = deps.settings.model_copy(update={"search": deps.settings.search.model_copy(
+        update={"window_before": 0, "window_after": 0})})
+    question = ask("Where did Dana go hiking last weekend?", top_k=3)
+
+    async def scores(weight: float) -> dict[str, float]:
+        cfg = deps.settings.search.model_copy(update={"speaker_weight": weight})
+        deps.settings = deps.settings.model_copy(update={"search": cfg})
+        found, _ = await search(question, deps)
+        return {f.excerpt_ids[0]: f.score for f in found if f.excerpt_ids}
+
+    unaware, aware = await scores(0.0), await scores(0.2)
+    assert aware["s0"] == unaware["s0"]  # Dana's turn keeps its score
+    assert abs(aware["s1"] - 0.8 * unaware["s1"]) < 1e-3  # Omar's counts 1 - 0.2
+    assert list(aware)[0] == "s0"
