@@ -259,7 +259,8 @@ class SearchSettings(BaseModel):
     window_after: int = Field(default=2, ge=0)
     # A turn before the centre joins its excerpt only when its own score is at least this
     # share of the centre's (0: always): the turn before is seldom the evidence, and each
-    # character it adds keeps a later hit out of a caller's budget.
+    # character it adds keeps a later hit out of a caller's budget (dev split, 0.5: B2000
+    # 0.720 -> 0.738, chars@10 6,390 -> 5,564, but R@10 0.882 -> 0.871; docs/benchmarks.md).
     before_share: float = Field(default=0.0, ge=0)
     episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
     statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
