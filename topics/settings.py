@@ -257,6 +257,11 @@ class SearchSettings(BaseModel):
     speaker_weight: float = Field(default=0.2, ge=0, le=1)
     window_before: int = Field(default=1, ge=0)
     window_after: int = Field(default=2, ge=0)
+    # A turn before the centre joins its excerpt only when its own score is at least this
+    # share of the centre's (0: always): the turn before is seldom the evidence, and each
+    # character it adds keeps a later hit out of a caller's budget (dev split, 0.5: B2000
+    # 0.720 -> 0.738, chars@10 6,390 -> 5,564, but R@10 0.882 -> 0.871; docs/benchmarks.md).
+    before_share: float = Field(default=0.0, ge=0)
     episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
     statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
     # A statement extracted from a hit's centre turn is the hit, with the excerpt as context.

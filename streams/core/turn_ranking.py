@@ -150,8 +150,10 @@ async def rank_windows(
         if used[t]:
             continue
         lo = hi = t
+        # a turn before the centre joins only if it matches too (``before_share``)
         while lo - 1 >= 0 and t - (lo - 1) <= cfg.window_before and not used[lo - 1] \
-                and allowed[lo - 1] and sessions[lo - 1] == sessions[t]:
+                and allowed[lo - 1] and sessions[lo - 1] == sessions[t] \
+                and score[lo - 1] >= cfg.before_share * score[t]:
             lo -= 1
         while hi + 1 < n and (hi + 1) - t <= cfg.window_after and not used[hi + 1] \
                 and allowed[hi + 1] and sessions[hi + 1] == sessions[t]:

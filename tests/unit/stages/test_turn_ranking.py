@@ -130,3 +130,22 @@ async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path:
     assert aware["s0"] == unaware["s0"]  # Dana's turn keeps its score
     assert abs(aware["s1"] - 0.8 * unaware["s1"]) < 1e-3  # Omar's counts 1 - 0.2
     assert list(aware)[0] == "s0"
+
+
+async def test_before_share_keeps_an_unmatched_turn_before_out_of_the_excerpt(
+        tmp_path: Path) -> None:
+    """The turn before the centre joins the excerpt always at before_share 0, and only when
+    it scores that share of the centre's score above it."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    question = ask("Mostly sourdough and custard tarts?", top_k=1)
+
+    async def first_ids(share: float) -> tuple[str, ...]:
+        cfg = deps.settings.search.model_copy(update={"before_share": share})
+        deps.settings = deps.settings.model_copy(update={"search": cfg})
+        found, _ = await search(question, deps)
+        return found[0].excerpt_ids
+
+    assert "m5" in await first_ids(0.0)  # "What does he bake?" comes along by default
+    trimmed = await first_ids(0.9)
+    assert "m6" in trimmed and "m5" not in trimmed  # it matches no word of the question
