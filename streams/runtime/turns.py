@@ -76,8 +76,10 @@ def hold(app: faust.App, events: Sequence[EventT[Any]],
 
 def current_only(batch: Sequence[Held]) -> tuple[list[Held], list[Held]]:
     """The records of ``batch`` still current, and those left to be read again."""
-    kept = [h for h in batch if h.current()]
-    gone = [h for h in batch if not h.current()] if len(kept) < len(batch) else []
+    kept: list[Held] = []
+    gone: list[Held] = []
+    for h in batch:
+        (kept if h.current() else gone).append(h)
     if gone:
         log.debug("%s[%s]: %d records from before a rebalance left to be read again "
                   "(offsets %s-%s)", gone[0].raw.topic, gone[0].raw.partition, len(gone),
