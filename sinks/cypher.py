@@ -186,6 +186,14 @@ MATCH (n:Memory)
 RETURN DISTINCT n.cube_id AS cube_id
 ORDER BY cube_id
 """
+RECENT_CUBES = """
+MATCH (n:Memory)
+WITH n.cube_id AS cube_id, max(n.updated_at) AS last
+WHERE cube_id IS NOT NULL
+RETURN cube_id, last
+ORDER BY last DESC, cube_id
+LIMIT $limit
+"""
 NEIGHBORS_BY_TAGS = f"""
 MATCH (n:Memory {{{IN_CUBE}, status: 'activated'}})
 WHERE NOT n.memory_type IN ['WorkingMemory', 'EpisodicMemory'] AND n.type <> 'reasoning'

@@ -415,6 +415,12 @@ class CypherGraphStore(CypherLogRefs, ABC):
         rows = await self._read(cypher.LIST_CUBES, {})
         return [r["cube_id"] for r in rows if r["cube_id"] is not None]
 
+    async def recent_cubes(self, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        rows = await self._read(cypher.RECENT_CUBES, {"limit": int(limit)})
+        return [r["cube_id"] for r in rows]
+
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         rows = await self._read(cypher.GET_CUBE_ACCESS, {"cube_id": cube_id})
         if not rows:

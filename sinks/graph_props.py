@@ -54,11 +54,20 @@ def usage_json(records: Sequence[UsageRecord]) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
+def _parsed_sources(text: str) -> tuple[Any, ...]:
+    """A node's sources, parsed once per distinct text: the same nodes are read again and
+    again (every new fact reads its earlier neighbours), and parsing their sources and usage
+    was half of what a replay spent (py-spy). The models are frozen, so one parse serves
+    every reader. A usage history is not kept so: every search that returns a node appends
+    to it, so its text is new at nearly every read, and the cache filled with histories
+    never read again (60,000 usage records held in a search bench's worker, each one more
+    object for every full pass of the garbage collector)."""
+    return tuple(_JSON_FIELDS["sources"].validate_json(text))
+
+
 def _parsed(name: str, text: str) -> tuple[Any, ...]:
-    """A JSON field's models, parsed once per distinct text: the same nodes are read again
-    and again (every new fact reads its earlier neighbours), and parsing their sources and
-    usage was half of what a replay spent (py-spy). The models are frozen, so one parse
-    serves every reader."""
+    if name == "sources":
+        return _parsed_sources(text)
     return tuple(_JSON_FIELDS[name].validate_json(text))
 
 

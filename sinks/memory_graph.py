@@ -442,6 +442,11 @@ class InMemoryGraphStore(InMemoryLogRefs):
     async def list_cubes(self) -> list[str]:
         return sorted(c for c, nodes in self._nodes.items() if nodes)
 
+    async def recent_cubes(self, limit: int) -> list[str]:
+        last = {c: max(n.metadata.updated_at for n in nodes.values())
+                for c, nodes in self._nodes.items() if nodes}
+        return sorted(last, key=lambda c: (-last[c].timestamp(), c))[:max(limit, 0)]
+
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         return self._access.get(cube_id)
 

@@ -221,6 +221,11 @@ class GraphStore(Protocol):
 
     async def list_cubes(self) -> list[str]: ...
 
+    async def recent_cubes(self, limit: int) -> list[str]:
+        """At most ``limit`` cubes holding memories, the most recently changed first (by
+        their newest node's ``updated_at``)."""
+        ...
+
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         """The cube's access record (owner, shares), or None if it has none yet."""
         ...

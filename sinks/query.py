@@ -124,6 +124,9 @@ class MemoryQuery:
     async def list_cubes(self) -> list[str]:
         return await self._graph.list_cubes()
 
+    async def recent_cubes(self, limit: int) -> list[str]:
+        return await self._graph.recent_cubes(limit)
+
     # -- vectors -----------------------------------------------------------------------
 
     async def vectors(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:

@@ -131,6 +131,10 @@ class CachedVectorStore:
         finally:
             self._loading.pop(cube_id, None)
 
+    def loaded(self, cube_id: str) -> bool:
+        """Whether the cube's vectors are held in memory now."""
+        return cube_id in self._cubes
+
     async def warm(self, cube_id: str) -> _CubeIndex | None:
         """Load a cube now (tests, benchmarks, start-up warming)."""
         if self._cached(cube_id) is None and (task := self._loading.get(cube_id)) is not None:

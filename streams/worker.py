@@ -38,11 +38,13 @@ from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
 from memstream.streams.replay.stages import ReplayStages
+from memstream.streams.runtime.heap import freeze_startup_objects
 from memstream.streams.runtime.reaper import reap_dead_members
 from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
+from memstream.streams.search.warming import warm_recent_cubes
 from memstream.topics import tracing
 from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
@@ -175,6 +177,12 @@ class Worker:
                     await watch.close()
 
             self.app.task(watch_log_ends)
+        if s.search.warm_cubes > 0:
+
+            async def warm() -> None:  # the first search of a recent cube is not a cold one
+                await warm_recent_cubes(deps, s.search.warm_cubes)
+
+            self.app.task(warm)
         await self.app.start()
         self.indexer = ProvenanceIndexer(s, self.bootstrap, deps.store.graph)
         await self.indexer.start()  # where each cube's records sit in the log (provenance)
@@ -182,6 +190,7 @@ class Worker:
             self.metrics.bind(self.stats)
             self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
         limit_blas_threads(s.worker.blas_threads)  # once the stores have loaded theirs
+        freeze_startup_objects()  # full collections walk only what comes after start-up
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 

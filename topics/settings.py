@@ -278,6 +278,9 @@ class SearchSettings(BaseModel):
     # request is answered as soon as it arrives).
     max_in_flight: int = Field(default=16, ge=1)
     usage_history: int = Field(default=20, ge=1)  # usage records kept per node
+    # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
+    # the most recently changed first: their first search is then as fast as the rest.
+    warm_cubes: int = Field(default=8, ge=0)
 
 
 class ReorganizeSettings(BaseModel):

@@ -115,6 +115,10 @@ class EpisodeIndexes:
         self._indexes: dict[str, EpisodeIndex] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
+    def held(self, cube_id: str) -> bool:
+        """Whether an index of the cube is held now (it may be rebuilt before use)."""
+        return cube_id in self._indexes
+
     async def get(self, query: object, cube_id: str) -> EpisodeIndex:
         from memstream.sinks.query import MemoryQuery
 

@@ -127,13 +127,26 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
         ], limit=top_k)
 
 
+async def keyword_recall(req: SearchRequest, deps: Deps, filters: Sequence[Filter], top_k: int,
+                         skip_episodes: bool) -> list[MemoryItem]:
+    """Graph recall by the query's words (needs no embedding, so it starts at once)."""
+    stored = [t for t in requested_types(req.memory_type)
+              if t != "WorkingMemory" and not (skip_episodes and t == "EpisodicMemory")]
+    if not stored or not deps.settings.search.keyword_recall:
+        return []
+    with tracing.span("memstream.search.recall.keyword") as span:
+        hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        span.set_attribute("memstream.hits", len(hits))
+    return [node for node, _ in hits]
+
+
 async def recall(
     req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
     vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
-    skip_episodes: bool = False,
+    skip_episodes: bool = False, worded: Awaitable[list[MemoryItem]] | None = None,
 ) -> Candidates:
-    """Working memory, graph recall and vector recall, in parallel (``keyed``: key recall
-    already under way; ``skip_episodes``: turn ranking finds them)."""
+    """Working memory, graph recall and vector recall, in parallel (``keyed``, ``worded``:
+    key and keyword recall already under way; ``skip_episodes``: turn ranking finds them)."""
     types = tuple(t for t in requested_types(req.memory_type)
                   if not (skip_episodes and t == "EpisodicMemory"))
     stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
@@ -158,13 +171,9 @@ async def recall(
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
     async def by_keyword() -> list[MemoryItem]:
-        if not stored or not deps.settings.search.keyword_recall:
-            return []
-        with tracing.span("memstream.search.recall.keyword") as span:
-            hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored,
-                                                   filters)
-            span.set_attribute("memstream.hits", len(hits))
-        return [node for node, _ in hits]
+        if worded is not None:
+            return await worded
+        return await keyword_recall(req, deps, filters, top_k, skip_episodes)
 
     async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                         of_query: bool = False) -> None:
@@ -374,9 +383,13 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
     """The memories answering ``req``, best first, and the mode actually used."""
     filters = parse_search_filter(req.search_filter)
     pool = max(req.top_k * 3, 20)
-    # fast mode's key is the query itself: look it up while the query is being embedded
+    # fast mode's key is the query itself, and the words are the query's in either mode:
+    # look them up while the query is being embedded
     keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
              if req.mode == "fast" else None)
+    turn_ranked = deps.settings.search.turn_ranking and "EpisodicMemory" in requested_types(
+        req.memory_type)
+    worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
         with tracing.span("memstream.search.embed"):
             query_vec = (await deps.embedder.embed_queries([req.query]))[0]
@@ -389,14 +402,14 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         types = requested_types(req.memory_type)
         want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
         turns = None
-        if deps.settings.search.turn_ranking and "EpisodicMemory" in types:
+        if turn_ranked:
             turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
                 deps, req.cube_id, req.query, query_vec, filters, want,
                 statements=any(t in types for t in STORED_TYPES)))
         try:
             candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
                                       keyed if goal.mode_used == "fast" else None,
-                                      turns is not None)
+                                      turns is not None, worded)
             with tracing.span("memstream.search.fusion") as span:
                 ranked = await rerank(deps, req.cube_id, query_vec, candidates)
                 span.set_attribute("memstream.candidates", len(ranked))
@@ -415,5 +428,6 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:
-        if keyed is not None and not keyed.done():
-            keyed.cancel()
+        for started in (keyed, worded):
+            if started is not None and not started.done():
+                started.cancel()

@@ -54,8 +54,9 @@ FEW_TEXTS = 4  # a passage request of at most this many texts does not wait for 
 _model_lock = threading.Lock()  # guards loading the model
 _passage_lock = threading.Lock()  # one passage batch at a time
 _model: Any = None
-# Queries have a thread of their own: never queued behind passage work for a thread.
-_QUERY_POOL = ThreadPoolExecutor(1, "memstream-embed-queries")
+# Queries have threads of their own: never queued behind passage work, and two at once
+# (two searches of different questions) each on one thread.
+_QUERY_POOL = ThreadPoolExecutor(2, "memstream-embed-queries")
 
 
 def _shared_model() -> Any:

@@ -672,6 +672,25 @@ async def test_clear_cube_and_list_cubes(graph_store: GraphStore, cube: str) -> 
     assert await graph_store.get_node(other, "a") == node(other, "a")
 
 
+async def test_recent_cubes_come_newest_change_first(graph_store: GraphStore, cube: str) -> None:
+    """What a worker warms at start: the cubes whose memories changed last, at most
+    ``limit`` (years past the other tests' clocks, so this test's cubes are the newest)."""
+    late, later = cube + "-late", cube + "-later"
+    years = 60 * 24 * 365 * 10
+    await graph_store.upsert_nodes(late, [node(late, "a", minutes=years),
+                                          node(late, "b", minutes=years + 5)])
+    await graph_store.upsert_nodes(later, [node(later, "a", minutes=years + 3),
+                                           node(later, "b", minutes=years + 9)])
+    assert await graph_store.recent_cubes(2) == [later, late]
+    assert await graph_store.recent_cubes(1) == [later]
+    assert await graph_store.recent_cubes(0) == []
+    await graph_store.upsert_nodes(late, [node(late, "c", minutes=years + 20)])
+    assert await graph_store.recent_cubes(2) == [late, later]
+    await graph_store.clear_cube(late)
+    assert late not in await graph_store.recent_cubes(1000)
+    await graph_store.clear_cube(later)
+
+
 async def test_llm_answers_are_kept_per_cube_and_erased_with_it(
     graph_store: GraphStore, cube: str
 ) -> None:

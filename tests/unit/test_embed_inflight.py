@@ -40,6 +40,8 @@ class Counting:
         return await self.model.embed_passages(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.asked.extend(f"query: {t}" for t in texts)
+        await asyncio.sleep(0.05)
         return await self.model.embed_queries(texts)
 
     async def close(self) -> None:
@@ -104,3 +106,20 @@ async def test_a_vector_is_lent_for_moments_and_forgotten_on_erasure(
     await expired.embed_passages([EPISODE])
     await expired.embed_passages([EPISODE])
     assert expired.shared == 0
+
+
+async def test_a_question_searched_in_two_cubes_at_once_is_embedded_once() -> None:
+    """An agent searching each participant's cube asks both with the same question."""
+    inner = Counting()
+    shared = SharedInFlight(inner)
+    question = "What did Caroline go to?"
+    a, b = await asyncio.gather(shared.embed_queries([question]),
+                                shared.embed_queries([question]))
+    assert inner.asked == [f"query: {question}"]
+    alone = await LocalEmbedder().embed_queries([question])
+    np.testing.assert_allclose(a[0], alone[0], atol=1e-5)
+    np.testing.assert_allclose(b[0], alone[0], atol=1e-5)
+    # a query's vector is never lent to a passage of the same text (e5 embeds them apart)
+    passage = await shared.embed_passages([question])
+    assert inner.asked == [f"query: {question}", question]
+    assert not np.allclose(passage[0], a[0], atol=1e-3)
