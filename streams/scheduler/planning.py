@@ -59,14 +59,28 @@ def drop_short_and_repeats(entries: Sequence[Entry], min_chars: int) -> list[Ent
     return out
 
 
-def near_duplicate_survivors(vectors: Matrix, threshold: float) -> list[int]:
-    """Indices to keep: each row unless it is at least ``threshold``-similar to a kept row."""
+def near_duplicate_survivors(vectors: Matrix, threshold: float,
+                             judged: Sequence[bool] | None = None) -> list[int]:
+    """Indices to keep: each row unless it is at least ``threshold``-similar to a kept row
+    (``judged``: which rows the cosine may drop; default all)."""
     kept: list[int] = []
     for i in range(len(vectors)):
-        if kept and float(np.max(vectors[kept] @ vectors[i])) >= threshold:
+        if (judged is None or judged[i]) and kept \
+                and float(np.max(vectors[kept] @ vectors[i])) >= threshold:
             continue
         kept.append(i)
     return kept
+
+
+def said_once(entry: Entry) -> bool:
+    """Whether the cosine may call an entry a near-duplicate: not a passage of several turns
+    (an episode). Passages of one conversation share its speakers, dates and manner, so
+    their embeddings sit close whatever was said: with the local e5 at 0.95, the cosine
+    dropped episodes holding a question's evidence, and working memory held 0.92x the
+    evidence a search of the same size returns (bench/scheduler.py, 40 dev questions);
+    without it, 1.00x. A passage is still dropped when it repeats another's text, or when
+    a retrieved one holds all its turns."""
+    return len(entry.turns) <= 1
 
 
 def near_duplicate_threshold(deps: Deps) -> float:
@@ -189,7 +203,8 @@ async def plan_working_memory(
     plan = Plan(entries=[], dropped={"held by a retrieved episode": len(current) - len(rest),
                                      "short or repeated": len(combined) - len(entries)})
     vectors = await entry_vectors(deps, cube_id, entries)
-    keep = near_duplicate_survivors(vectors, near_duplicate_threshold(deps))
+    keep = near_duplicate_survivors(vectors, near_duplicate_threshold(deps),
+                                    [said_once(e) for e in entries])
     plan.dropped["near-duplicate"] = len(entries) - len(keep)
     entries, vectors = [entries[i] for i in keep], vectors[keep]
     sims: list[float] = []

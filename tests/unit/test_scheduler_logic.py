@@ -23,6 +23,7 @@ from memstream.streams.scheduler.planning import (
     near_duplicate_survivors,
     not_yet_held,
     query_similarities,
+    said_once,
 )
 from memstream.streams.scheduler.state import CubeState, QueryRecord
 from memstream.topics.events import Origin, ScheduleMessage
@@ -100,6 +101,30 @@ async def test_the_local_threshold_separates_rewordings_from_different_facts() -
     assert max(pairs) < threshold
     spec_default = SchedulerSettings().near_duplicate_threshold
     assert sum(p >= spec_default for p in pairs) > len(pairs) / 2
+
+
+def test_only_statements_are_judged_near_duplicates_by_the_cosine() -> None:
+    """Two passages of one chat that say different things can sit above the local e5's
+    near-duplicate threshold (same speakers, dates and manner: 22 of the 4,186 pairs of one
+    LoCoMo conversation's 5-turn episodes, median 0.90), so an episode is never dropped by
+    the cosine; a statement still is."""
+    episode = Entry(ref="e1", vector_id="e1", text="[13:56] A: hi\n[13:57] B: a lake trip",
+                    turns=frozenset({"d1:1", "d1:2"}))
+    other_episode = Entry(ref="e2", vector_id="e2", text="[13:58] A: a pottery class\n"
+                          "[13:59] B: show me", turns=frozenset({"d1:3", "d1:4"}))
+    statement = Entry(ref="s1", vector_id="s1", text="A went to a pottery class.",
+                      turns=frozenset({"d1:3"}))
+    rewording = entry("s2", "A took a pottery class.")
+    entries = [episode, other_episode, statement, rewording]
+    assert [said_once(e) for e in entries] == [False, False, True, True]
+    a = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    almost_a = np.array([0.96, 0.28, 0.0], dtype=np.float32)  # cosine 0.96 with a
+    b = np.array([0.0, 1.0, 0.0], dtype=np.float32)
+    almost_b = np.array([0.0, 0.96, 0.28], dtype=np.float32)
+    vectors = np.stack([a, almost_a, b, almost_b])
+    judged = [said_once(e) for e in entries]
+    assert near_duplicate_survivors(vectors, 0.95, judged) == [0, 1, 2]
+    assert near_duplicate_survivors(vectors, 0.95) == [0, 2]  # the cosine alone
 
 
 def test_top_k_is_divided_among_the_evidence_at_least_one_each() -> None:
