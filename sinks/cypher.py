@@ -391,6 +391,12 @@ ORDER BY n.updated_at DESC, n.id
 SEARCH_TEXT = "search_text"
 
 
+def keyword_ids(dialect: Dialect, where: str) -> str:
+    """``keyword_nodes``' ids and scores only."""
+    return keyword_nodes(dialect, where).replace(f"RETURN {NODE}, score",
+                                                 "RETURN n.id AS id, score")
+
+
 def keyword_nodes(dialect: Dialect, where: str) -> str:
     """Full-text recall: the cube's activated nodes of the wanted types matching ``$text``,
     best BM25-style score first (ties by id, so the order is deterministic)."""

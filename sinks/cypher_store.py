@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from memstream.sinks import cypher, fulltext
@@ -318,6 +318,22 @@ class CypherGraphStore(CypherLogRefs, ABC):
         self, cube_id: str, text: str, limit: int,
         memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
     ) -> list[tuple[MemoryItem, float]]:
+        rows = await self._keyword_rows(cypher.keyword_nodes, cube_id, text, limit,
+                                        memory_types, filters)
+        return [(props_to_node(r["props"]), float(r["score"])) for r in rows]
+
+    async def keyword_ids(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[str, float]]:
+        rows = await self._keyword_rows(cypher.keyword_ids, cube_id, text, limit,
+                                        memory_types, filters)
+        return [(str(r["id"]), float(r["score"])) for r in rows]
+
+    async def _keyword_rows(
+        self, query: Callable[[cypher.Dialect, str], str], cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter],
+    ) -> list[Row]:
         terms = fulltext.query_terms(text)
         if not terms or limit <= 0 or not memory_types:
             return []
@@ -329,8 +345,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
             "memory_types": list(dict.fromkeys(memory_types)),
             "limit": int(limit),
         })
-        rows = await self._read(cypher.keyword_nodes(self.dialect, where), params)
-        return [(props_to_node(r["props"]), float(r["score"])) for r in rows]
+        return await self._read(query(self.dialect, where), params)
 
     async def count_by(
         self, cube_id: str, fields: Sequence[FilterField], filters: Sequence[Filter] = ()

@@ -326,6 +326,13 @@ class InMemoryGraphStore(InMemoryLogRefs):
                              and len(wanted.intersection(n.metadata.tags)) >= max(min_overlap, 1))
         return sorted(found, key=rank, reverse=True)[:limit]
 
+    async def keyword_ids(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[str, float]]:
+        return [(n.id, s) for n, s in await self.keyword_search(cube_id, text, limit,
+                                                                memory_types, filters)]
+
     async def keyword_search(
         self, cube_id: str, text: str, limit: int,
         memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),

@@ -133,6 +133,14 @@ class GraphStore(Protocol):
         sharing words with ``text`` (``sinks.fulltext`` tokenizes both sides, Chinese
         segmented), best first, at most ``limit``; none when ``text`` has no words."""
 
+    async def keyword_ids(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[str, float]]:
+        """``keyword_search``'s ids and scores, in its order, without reading the nodes (a
+        search reads only those it returns)."""
+        ...
+
     async def delete_edge(self, cube_id: str, source: str, target: str, type: EdgeType) -> bool: ...
 
     async def edge_exists(

@@ -80,6 +80,12 @@ class MemoryQuery:
     ) -> list[tuple[MemoryItem, float]]:
         return await self._graph.keyword_search(cube_id, text, limit, memory_types, filters)
 
+    async def keyword_ids(
+        self, cube_id: str, text: str, limit: int,
+        memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
+    ) -> list[tuple[str, float]]:
+        return await self._graph.keyword_ids(cube_id, text, limit, memory_types, filters)
+
     async def neighbors_by_tags(
         self, cube_id: str, tags: Sequence[str], min_overlap: int = 1,
         exclude_ids: Sequence[str] = (), limit: int = 20,

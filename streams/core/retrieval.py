@@ -60,6 +60,7 @@ class Candidates:
 
     items: dict[str, MemoryItem] = field(default_factory=dict)
     records: dict[str, VectorRecord] = field(default_factory=dict)
+    unread: list[str] = field(default_factory=list)  # ranked ids with neither (keyword)
     cosines: dict[str, float] = field(default_factory=dict)  # hits of the query's own vector
     ranked: dict[str, list[str]] = field(default_factory=dict)  # recall name -> ids, best first
 
@@ -69,6 +70,12 @@ class Candidates:
         if recall is not None and nodes:
             self.ranked[recall] = list(dict.fromkeys(n.id for n in nodes))
 
+    def add_ranked(self, ids: Sequence[str], recall: str) -> None:
+        """Ids a recall ranked without reading their nodes (their vectors are read later)."""
+        if ids:
+            self.ranked[recall] = list(dict.fromkeys(ids))
+            self.unread.extend(self.ranked[recall])
+
     def add_hits(self, hits: Sequence[VectorHit], of_query: bool) -> None:
         for hit in hits:
             self.records.setdefault(hit.id, hit.record)
@@ -76,7 +83,7 @@ class Candidates:
                 self.cosines[hit.id] = hit.score
 
     def ids(self) -> list[str]:
-        return list(dict.fromkeys([*self.items, *self.records]))
+        return list(dict.fromkeys([*self.items, *self.records, *self.unread]))
 
 
 def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
@@ -128,22 +135,24 @@ async def key_recall(req: SearchRequest, deps: Deps, keys: Sequence[str],
 
 
 async def keyword_recall(req: SearchRequest, deps: Deps, filters: Sequence[Filter], top_k: int,
-                         skip_episodes: bool) -> list[MemoryItem]:
-    """Graph recall by the query's words (needs no embedding, so it starts at once)."""
+                         skip_episodes: bool) -> list[str]:
+    """Graph recall by the query's words (needs no embedding, so it starts at once): ids,
+    best first. Their nodes are read only if they rank high enough to be returned: reading
+    the 30 of each search cost more than the rest of its graph reads together."""
     stored = [t for t in requested_types(req.memory_type)
               if t != "WorkingMemory" and not (skip_episodes and t == "EpisodicMemory")]
     if not stored or not deps.settings.search.keyword_recall:
         return []
     with tracing.span("memstream.search.recall.keyword") as span:
-        hits = await deps.query.keyword_search(req.cube_id, req.query, top_k, stored, filters)
+        hits = await deps.query.keyword_ids(req.cube_id, req.query, top_k, stored, filters)
         span.set_attribute("memstream.hits", len(hits))
-    return [node for node, _ in hits]
+    return [node_id for node_id, _ in hits]
 
 
 async def recall(
     req: SearchRequest, deps: Deps, goal: Goal, filters: Sequence[Filter],
     vectors: np.ndarray, top_k: int, keyed: Awaitable[list[MemoryItem]] | None = None,
-    skip_episodes: bool = False, worded: Awaitable[list[MemoryItem]] | None = None,
+    skip_episodes: bool = False, worded: Awaitable[list[str]] | None = None,
 ) -> Candidates:
     """Working memory, graph recall and vector recall, in parallel (``keyed``, ``worded``:
     key and keyword recall already under way; ``skip_episodes``: turn ranking finds them)."""
@@ -170,10 +179,10 @@ async def recall(
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
-    async def by_keyword() -> list[MemoryItem]:
-        if worded is not None:
-            return await worded
-        return await keyword_recall(req, deps, filters, top_k, skip_episodes)
+    async def by_keyword() -> None:
+        found.add_ranked(await worded if worded is not None else
+                         await keyword_recall(req, deps, filters, top_k, skip_episodes),
+                         "keyword")
 
     async def by_vector(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                         of_query: bool = False) -> None:
@@ -202,7 +211,7 @@ async def recall(
     working: list[MemoryType] = ["WorkingMemory"] if "WorkingMemory" in types else []
     await asyncio.gather(
         nodes_from(by_key(), "key"), nodes_from(by_tags(), "tags"),
-        nodes_from(by_keyword(), "keyword"),
+        by_keyword(),
         by_vector(vectors[0], [*working, *stored], pool + (top_k if working else 0), True),
         *(by_vector(v, stored, top_k) for v in vectors[1:]))
     return found
@@ -254,7 +263,8 @@ async def rerank(
     with the query, fused with the keyword, key and tag recalls by reciprocal rank, then
     weighted by hierarchy level (the node's when read, else the vector record's copy) and by
     how far its cosine stands above the other candidates' (``cosine_standing``)."""
-    missing = [i for i in candidates.items if i not in candidates.records]
+    missing = [i for i in dict.fromkeys([*candidates.items, *candidates.unread])
+               if i not in candidates.records]
     records = dict(candidates.records)
     if missing:
         records.update({r.id: r for r in await deps.query.vectors(cube_id, missing)})

@@ -28,8 +28,12 @@ def node(cube: str, node_id: str, text: str, **meta: Any) -> MemoryItem:
 
 
 async def ids(store: CypherGraphStore, cube: str, text: str, **kw: Any) -> list[str]:
+    """The ids found, best first; ``keyword_ids`` (what a search reads) finds the same, in the
+    same order, with the same scores."""
     kw.setdefault("memory_types", STORED)
-    return [n.id for n, _ in await store.keyword_search(cube, text, 10, **kw)]
+    found = await store.keyword_search(cube, text, 10, **kw)
+    assert await store.keyword_ids(cube, text, 10, **kw) == [(n.id, s) for n, s in found]
+    return [n.id for n, _ in found]
 
 
 async def test_words_find_the_memories_that_hold_them_best_first(
