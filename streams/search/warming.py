@@ -45,6 +45,6 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
             log.warning("search caches of cube %s not warmed: %s", cube, exc)
             continue
         warmed.append(cube)
-    log.info("warmed the search caches of %d cubes in %.1fs", len(warmed),
-             time.perf_counter() - started)
+    log.info("warmed the search caches of %d cube%s in %.1fs", len(warmed),
+             "" if len(warmed) == 1 else "s", time.perf_counter() - started)
     return warmed
