@@ -55,28 +55,51 @@ def _info(raw: Any) -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
+# Redis refuses a background rewrite or save while another child process (an automatic
+# rewrite, a snapshot, another erasure on the same server) is running; those are retried.
+_BUSY = ("in progress", "child process", "can't bgsave right now")
+
+
 async def rewrite_redis_files(connection: Any, timeout_s: float = REWRITE_TIMEOUT_S) -> None:
     """BGREWRITEAOF (the new append-only file holds only live data; redis deletes the old
-    ones), then BGSAVE (the RDB snapshot likewise), each waited for. ``connection``: a
-    ``redis.asyncio`` client."""
+    ones), then BGSAVE (the RDB snapshot likewise), each started after the erasure and
+    waited for. A command refused because another child process is at work (one that may
+    have forked before the erasure) is sent again once that child is done. ``connection``:
+    a ``redis.asyncio`` client."""
+    from redis.exceptions import ResponseError
+
     async def persistence() -> dict[str, str]:
         return _info(await connection.execute_command("INFO", "persistence"))
 
-    async def wait(*busy: str) -> dict[str, str]:
-        async with asyncio.timeout(timeout_s):
-            while True:
-                info = await persistence()
-                if all(info.get(flag, "0") == "0" for flag in busy):
-                    return info
+    async def idle(*busy: str) -> dict[str, str]:
+        while True:
+            info = await persistence()
+            if all(info.get(flag, "0") == "0" for flag in busy):
+                return info
+            await asyncio.sleep(0.02)
+
+    children = ("aof_rewrite_in_progress", "aof_rewrite_scheduled", "rdb_bgsave_in_progress")
+
+    async def started(command: str) -> None:
+        while True:
+            await idle(*children)
+            try:
+                await connection.execute_command(command)
+                return
+            except ResponseError as exc:
+                if not any(word in str(exc).lower() for word in _BUSY):
+                    raise
+                log.debug("redis %s refused (%s); sending it again", command, exc)
                 await asyncio.sleep(0.02)
 
-    info = await wait("aof_rewrite_in_progress", "rdb_bgsave_in_progress")
-    if info.get("aof_enabled") == "1":
-        await connection.execute_command("BGREWRITEAOF")
-        info = await wait("aof_rewrite_in_progress", "aof_rewrite_scheduled")
-        if info.get("aof_last_bgrewrite_status") != "ok":
-            raise RuntimeError(f"redis BGREWRITEAOF failed: {info}")
-    await connection.execute_command("BGSAVE")
-    info = await wait("rdb_bgsave_in_progress")
-    if info.get("rdb_last_bgsave_status") != "ok":
-        raise RuntimeError(f"redis BGSAVE failed: {info}")
+    async with asyncio.timeout(timeout_s):
+        info = await idle(*children)
+        if info.get("aof_enabled") == "1":
+            await started("BGREWRITEAOF")
+            info = await idle("aof_rewrite_in_progress", "aof_rewrite_scheduled")
+            if info.get("aof_last_bgrewrite_status") != "ok":
+                raise RuntimeError(f"redis BGREWRITEAOF failed: {info}")
+        await started("BGSAVE")
+        info = await idle("rdb_bgsave_in_progress")
+        if info.get("rdb_last_bgsave_status") != "ok":
+            raise RuntimeError(f"redis BGSAVE failed: {info}")

@@ -99,8 +99,10 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
     ids = [n.id for n in nodes]
     copies = [working_copy_id(i) for i in ids]
     await deps.store.delete(cmd.cube_id, [*ids, *copies])
-    if ids:
-        await purge_deleted(deps.store, cmd.cube_id)  # the text leaves the stores' files
+    if cmd.node_ids:
+        # the text leaves the stores' files; also when none was found, since a redelivery
+        # after a failure between the delete and the rewrite finds them gone already
+        await purge_deleted(deps.store, cmd.cube_id)
     out = [_update(cmd, deps, "deleted", i, reason="deleted by command") for i in ids]
     if ids:
         out.append(Outgoing(REORGANIZE_HIGH, ReorganizeEvent(

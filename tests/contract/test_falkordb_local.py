@@ -333,3 +333,27 @@ def test_servers_start_while_grpc_threads_are_busy(tmp_path: Path) -> None:
         pytest.fail(f"a launcher hung starting its server beside busy gRPC threads: {exc}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("launched")
+
+
+async def test_erasures_on_one_server_at_once_each_rewrite_its_files(tmp_path: Path) -> None:
+    """Two erasures (and a snapshot redis started on its own) overlap on one server: each
+    still rewrites the files after its delete, where redis refuses a second child."""
+    async with FalkorDBServer(tmp_path / "db") as server:
+        stores = [FalkorDBGraphStore(server.uri, name) for name in ("g1", "g2")]
+        canaries = ["Quillon hid the saffron ledger in the bell tower.",
+                    "Marisol keeps the walnut compass under the third stair."]
+        for store, text in zip(stores, canaries, strict=True):
+            await store.upsert_nodes("c", [item("c", "gone", text), item("c", "kept")])
+        client = redis.asyncio.Redis(port=server.port)
+        await client.execute_command("BGSAVE")  # a child already at work when erasure starts
+        for store in stores:
+            await store.delete_nodes("c", ["gone"])
+        await asyncio.gather(*(store.purge_deleted("c") for store in stores))
+        files = [p for p in (tmp_path / "db").rglob("*") if p.is_file()]
+        assert files
+        for text in canaries:
+            assert not [p.name for p in files if text.encode() in p.read_bytes()]
+        assert [n.id for n in await stores[0].get_nodes("c", ["gone", "kept"])] == ["kept"]
+        await client.aclose()
+        for store in stores:
+            await store.close()

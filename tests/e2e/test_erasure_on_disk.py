@@ -95,3 +95,23 @@ async def test_erased_text_is_in_no_file_under_the_data_dir_and_in_no_topic(
     assert [n for n in await p.deps.store.graph.all_of_type("olga", "LongTermMemory")
             + await p.deps.store.graph.all_of_type("olga", "UserMemory")
             if "ficus" in n.memory]
+
+
+async def test_a_delete_redelivered_after_its_nodes_went_still_rewrites_the_files(
+        local: Pipeline) -> None:
+    """A delete that failed between removing the nodes and rewriting the files is delivered
+    again: it finds nothing to remove, and still rewrites them."""
+    p, falkordb_files = local, local.settings.data_dir / "falkordb"
+    c = p.client
+    token = await c.add_memories("olga", [DELETED, "Olga waters the ficus on Mondays."])
+    await c.wait_applied(token, timeout=120)
+    nodes = await p.deps.store.graph.all_of_type("olga", "LongTermMemory")
+    target = [n.id for n in nodes if "Ottoline" in n.memory]
+    assert target
+    await p.deps.store.delete("olga", target)  # the first delivery's delete, then a failure
+    assert files_holding(falkordb_files, (DELETED,))  # before the rewrite, still on disk
+
+    token = await c.command(DeleteNodes(user_id="olga", node_ids=tuple(target)))
+    await c.wait_applied(token, timeout=60)
+    assert await c.command_failure(token) is None
+    assert files_holding(falkordb_files, (DELETED,)) == {}
