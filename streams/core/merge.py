@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
+from memstream.streams.embed.text import passage_text
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
     MemoryStatement,
@@ -97,7 +98,8 @@ async def resolve(
                            default=None),
         "background": md_new.background or md_old.background,
     }))
-    vector = new_vector if merged.memory == new.memory else await _embed(deps, merged.memory)
+    vector = new_vector if merged.memory == new.memory else await _embed(deps,
+                                                                         passage_text(merged))
     return Merge(merged, vector, old.evolve(status="archived"), relation, reason, False)
 
 

@@ -59,7 +59,7 @@ class SharedInFlight:
     """``inner`` whose concurrent requests embed each distinct text once (passages and
     queries apart: a model may embed them differently)."""
 
-    def __init__(self, inner: Embedder, keep: int = 256, keep_s: float = 120.0,
+    def __init__(self, inner: Embedder, keep: int = 2048, keep_s: float = 120.0,
                  query_keep: int = 64, query_keep_s: float = 10.0) -> None:
         self.inner = inner
         self.name = inner.name
