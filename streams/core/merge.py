@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
-from memstream.streams.embed.text import passage_text
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
     MemoryStatement,
@@ -98,8 +97,7 @@ async def resolve(
                            default=None),
         "background": md_new.background or md_old.background,
     }))
-    vector = new_vector if merged.memory == new.memory else await _embed(deps,
-                                                                         passage_text(merged))
+    vector = new_vector if merged.memory == new.memory else await _embed(deps, merged.memory)
     return Merge(merged, vector, old.evolve(status="archived"), relation, reason, False)
 
 

@@ -27,7 +27,6 @@ from memstream.streams.core.merge import (
 )
 from memstream.streams.core.review import Verdict, review
 from memstream.streams.core.working_memory import working_copy
-from memstream.streams.embed.text import passage_text
 from memstream.streams.memory import chunks
 from memstream.streams.memory.announce import fold_evictions, slim_added
 from memstream.streams.memory.chunks import chunk_key
@@ -96,8 +95,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     vectors: dict[str, list[float]] = {}
     if pending:
         with tracing.span("memstream.memory.embed", {"memstream.texts": len(pending)}):
-            embedded = await deps.embedder.embed_passages(
-                [passage_text(nodes[nid]) for nid in pending])
+            embedded = await deps.embedder.embed_passages([nodes[nid].memory for nid in pending])
         vectors = {nid: v.tolist() for nid, v in zip(pending, embedded, strict=True)}
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
     for nid in pending:
@@ -313,8 +311,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
 
 def embed_nodes(deps: Deps) -> EmbedNodes:
     async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        return [v.tolist() for v in await deps.embedder.embed_passages(
-            [passage_text(i) for i in items])]
+        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
 
     return embed
 

@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memstream.streams.embed.text import passage_text
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
@@ -45,8 +44,7 @@ async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
     """Finish derived nodes an earlier attempt left half-written (a node without its vector):
     a redelivery finds the node and would otherwise never write its vector."""
     async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        return [v.tolist() for v in await deps.embedder.embed_passages(
-            [passage_text(i) for i in items])]
+        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
 
     await deps.store.complete(cube, ids, embed)
 
