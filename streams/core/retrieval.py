@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -429,8 +430,7 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
                     found = with_turns(await turns, found, deps.settings.search.other_weight,
                                        want)
         finally:
-            if turns is not None and not turns.done():
-                turns.cancel()
+            _settle(turns)
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)
@@ -438,6 +438,17 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
     except StoreError as exc:
         raise ValueError(str(exc)) from exc
     finally:
-        for started in (keyed, worded):
-            if started is not None and not started.done():
-                started.cancel()
+        _settle(keyed, worded)
+
+
+def _settle(*started: asyncio.Future[Any] | None) -> None:
+    """Side lookups a search no longer needs (it failed, or did without them): cancelled
+    when still running; when already failed, their error is taken (the search's own error,
+    if any, is what the caller gets) instead of logged later as never retrieved."""
+    for future in started:
+        if future is None:
+            continue
+        if not future.done():
+            future.cancel()
+        elif not future.cancelled():
+            future.exception()

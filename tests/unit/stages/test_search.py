@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from memstream.streams.core.retrieval import search
 from memstream.streams.memory.logic import add_memories
@@ -309,3 +312,31 @@ def test_a_clear_lead_in_cosine_scores_apart_from_the_rest() -> None:
     assert factors == sorted(factors, reverse=True) and min(factors) >= 0.5
     assert cosine_standing(cos, 0.0) == [1.0] * len(cos)  # off: rank fusion alone
     assert cosine_standing([0.8, 0.8], 0.5) == [1.0, 1.0]  # no lead: nothing to say
+
+
+async def test_a_failed_search_leaves_no_side_lookup_error_unretrieved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The query embedding fails after the keyword lookup already failed: the caller gets
+    the embedding's error, and asyncio logs no error of a lookup nobody awaited."""
+    import gc
+
+    from memstream.sinks.ports import StoreError
+    from memstream.streams.embed.port import EmbedderError
+
+    deps = memory_deps(tmp_path)
+    await remember(deps, "alice", "Alice keeps bees.")
+
+    async def broken_lookup(*_args: object, **_kw: object) -> list[tuple[str, float]]:
+        raise StoreError("graph gone")
+
+    async def slow_failure(_texts: object) -> object:
+        await asyncio.sleep(0.05)  # the lookup fails first
+        raise EmbedderError("embedder down")
+
+    monkeypatch.setattr(deps.store.query, "keyword_ids", broken_lookup)
+    monkeypatch.setattr(deps.embedder, "embed_queries", slow_failure)
+    with pytest.raises(EmbedderError, match="embedder down"):
+        await search(SearchRequest(user_id="alice", cube_id="alice", query="bees"), deps)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert "never retrieved" not in caplog.text
