@@ -93,8 +93,7 @@ async def rewrite_redis_files(connection: Any, timeout_s: float = REWRITE_TIMEOU
                 await asyncio.sleep(0.02)
 
     async with asyncio.timeout(timeout_s):
-        info = await idle(*children)
-        if info.get("aof_enabled") == "1":
+        if (await persistence()).get("aof_enabled") == "1":  # ``started`` waits for idle
             await started("BGREWRITEAOF")
             info = await idle("aof_rewrite_in_progress", "aof_rewrite_scheduled")
             if info.get("aof_last_bgrewrite_status") != "ok":
