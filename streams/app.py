@@ -7,7 +7,6 @@ a bad payload becomes a dead letter instead of a crashed agent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from memstream.streams.runtime.stage import (
 )
 from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, read_again
 from memstream.topics.headers import headers_for
+from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.members import worker_client_id
 from memstream.topics.models import utcnow
 from memstream.topics.registry import ALL_TOPICS, TopicSpec
@@ -327,10 +327,7 @@ class Runner:
                 await asyncio.sleep(1.0)
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        await cancel_within(self.task, f"{self.name} runner")
 
 
 async def after_sent(name: str, outgoing: Sequence[Outgoing], backoff_s: float) -> None:

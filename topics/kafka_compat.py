@@ -174,7 +174,7 @@ def mark_latency_sensitive(consumer: AIOKafkaConsumer) -> None:
 # gone must still close.
 STOP_S = 10.0
 # Where a client's stopping producer or consumer is kept while it outlives ``stop_within``.
-_stopping: set[asyncio.Task[None]] = set()
+_stopping: set[asyncio.Task[Any]] = set()
 
 
 async def stop_within(client: Any, what: str, seconds: float = STOP_S) -> None:
@@ -194,7 +194,33 @@ async def stop_within(client: Any, what: str, seconds: float = STOP_S) -> None:
     _keep(task)
 
 
-def _keep(task: asyncio.Task[None]) -> None:
+async def cancel_within(task: asyncio.Task[Any] | None, what: str,
+                        seconds: float = STOP_S) -> None:
+    """Cancel a background loop and wait until it has ended, at most ``seconds``.
+
+    A library that swallows a cancellation (aiokafka and others wrap their own tasks in
+    ``suppress(CancelledError)``, which also eats a cancel aimed at the caller) leaves a
+    loop running after one ``cancel``: seen as a worker's stop that waited 295 s on its
+    provenance indexer. So the cancel is repeated until the loop ends; past the limit it is
+    left, with a warning, rather than hanging whoever is stopping. A cancel of the caller
+    itself is not swallowed here."""
+    if task is None or task.done():
+        return
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not task.done():
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            log.warning("the %s did not end within %.0fs of being cancelled; leaving it", what,
+                        seconds)
+            _keep(task)
+            return
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(left, 0.5))
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("the %s had failed: %r", what, exc)
+
+
+def _keep(task: asyncio.Task[Any]) -> None:
     """Hold a background stop until it ends (the loop keeps only weak references)."""
     _stopping.add(task)
     task.add_done_callback(_stopping.discard)

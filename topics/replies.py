@@ -8,7 +8,6 @@ No consumer group, so there is no rejoin per request: the partition is chosen on
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 
@@ -16,7 +15,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from memstream.topics.events import Reply
-from memstream.topics.kafka_compat import pause_consumer, start_or_release, stop_within
+from memstream.topics.kafka_compat import (
+    cancel_within,
+    pause_consumer,
+    start_or_release,
+    stop_within,
+)
 from memstream.topics.registry import REPLIES
 from memstream.topics.settings import Settings
 
@@ -73,11 +77,8 @@ class ReplyListener:
         self._pending.pop(correlation_id, None)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_within(task, "reply reader")
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await stop_within(consumer, "reply consumer")

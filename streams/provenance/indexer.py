@@ -24,6 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from memstream.sinks.ports import GraphStore
 from memstream.streams.runtime.stage import Pause
+from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.log_index import INDEXED, LogRef, index_group, refs_of
 from memstream.topics.members import worker_client_id
 from memstream.topics.settings import Settings
@@ -40,6 +41,7 @@ class ProvenanceIndexer:
         self._suffix = {spec.name(settings): spec.suffix for spec in INDEXED}
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.indexed = 0  # records read (for tests and logs)
 
     async def start(self) -> None:
@@ -56,14 +58,17 @@ class ProvenanceIndexer:
         await consumer.start()
         consumer.subscribe(list(self._suffix))
         self._consumer = consumer
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="provenance-indexer")
 
     async def stop(self) -> None:
+        """End the indexing loop, then stop its consumer. The loop also ends on its own at its
+        next round once told to: a library that swallows the cancellation (a client's
+        ``suppress(CancelledError)`` around its own task) must not keep a stopped worker
+        indexing, and its stop waiting, for ever (seen once: a worker's stop hung 295 s)."""
+        self._stopping = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_within(task, "provenance indexing loop")
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
@@ -77,7 +82,7 @@ class ProvenanceIndexer:
         # commit, or on its own when nothing new arrives — a refusal that came back after a
         # rebalance gave the partition back does not make the consumer read it again
         unsent: dict[TopicPartition, OffsetAndMetadata] = {}
-        while True:
+        while not self._stopping:
             try:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
             except KafkaError as exc:  # broker down or restarting: back off, keep trying
@@ -94,7 +99,8 @@ class ProvenanceIndexer:
                 for record in records:
                     refs += refs_of(suffix, tp.partition, record.offset, record.value or b"")
                 ends[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
-            await self._write(refs, pause)
+            if not await self._write(refs, pause):
+                return  # stopping: the batch is read again by the partition's next owner
             self.indexed += sum(len(r) for r in batch.values())
             unsent = await self._commit(consumer, {**unsent, **ends}, pause)
 
@@ -115,13 +121,17 @@ class ProvenanceIndexer:
         pause.resumed()
         return {}
 
-    async def _write(self, refs: list[LogRef], pause: Pause) -> None:
-        """Write until the store takes them: a batch is never committed unindexed."""
-        while refs:
+    async def _write(self, refs: list[LogRef], pause: Pause) -> bool:
+        """Write until the store takes them (a batch is never committed unindexed); False if
+        the indexer was stopped first."""
+        while not self._stopping:
+            if not refs:
+                return True
             try:
                 await self.graph.add_log_refs(refs)
-                return
+                return True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an outage of the store: wait, retry
                 await pause.wait(exc)
+        return False

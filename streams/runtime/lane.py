@@ -16,7 +16,6 @@ that raises is logged; the lane keeps consuming.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,7 +26,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from memstream.streams.runtime.stage import Pause, RawRecord, StageStats
-from memstream.topics.kafka_compat import mark_latency_sensitive
+from memstream.topics.kafka_compat import cancel_within, mark_latency_sensitive
 from memstream.topics.members import worker_client_id
 from memstream.topics.registry import TopicSpec, consumer_group
 from memstream.topics.settings import Settings
@@ -91,10 +90,7 @@ class RequestLane:
 
     async def stop(self) -> None:
         for task in (self._loop_task, self._commit_task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_within(task, f"{self.name} lane")
         self._loop_task = self._commit_task = None
         if self._tasks:  # let requests under way finish (their clients are waiting)
             await asyncio.wait(self._tasks, timeout=5.0)

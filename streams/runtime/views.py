@@ -12,13 +12,13 @@ to the cube keep going to the cube's own log and views.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from memstream.topics.events import PromoteCube
+from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.registry import CUBE_VIEWS
 from memstream.topics.settings import Settings
 
@@ -87,11 +87,8 @@ class ViewMap:
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_within(task, "cube-views reader")
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None

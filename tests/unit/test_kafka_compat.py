@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from memstream.topics.kafka_compat import FetchPause
+import asyncio
+import contextlib
+import logging
+
+import pytest
+
+from memstream.topics.kafka_compat import FetchPause, cancel_within
 
 
 def test_a_busy_consumer_pauses_briefly_and_an_idle_one_the_full_jittered_pause() -> None:
@@ -41,3 +47,48 @@ def test_busy_background_consumers_poll_less_often_than_ones_someone_waits_on() 
     # still never longer than the idle pause
     assert FetchPause(pause_s=0.002, background_pause_s=0.002, background_busy_pause_s=0.01,
                       busy_window_s=1.0).after_empty(10.0, 9.9, latency=False) == 0.002
+
+
+async def test_a_loop_that_never_ends_is_left_with_a_warning_not_waited_on_for_ever(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    done = asyncio.Event()
+
+    async def swallow_every_cancel() -> None:
+        while not done.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await done.wait()
+
+    task = asyncio.create_task(swallow_every_cancel())
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, "memstream.kafka"):
+        await cancel_within(task, "stubborn loop", seconds=1)
+    try:
+        assert not task.done()
+        assert any("stubborn loop did not end within 1s" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        done.set()
+        await task
+
+
+async def test_cancel_within_ends_a_loop_that_swallows_one_cancel(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    swallowed: list[bool] = []
+
+    async def swallow_once() -> None:
+        while True:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(True)
+
+    task = asyncio.create_task(swallow_once())
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, "memstream.kafka"):
+        await cancel_within(task, "test loop", seconds=5)
+    assert swallowed and task.cancelled()
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
