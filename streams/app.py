@@ -21,6 +21,7 @@ from memstream.streams.ops.access import check_records
 from memstream.streams.runtime.coalesce import coalesce_links
 from memstream.streams.runtime.group_commits import (
     commit_only_in_a_settled_group,
+    commits_need_every_offset,
     refused_commits_are_retried,
 )
 from memstream.streams.runtime.lane import LaneHandler, RequestLane
@@ -169,6 +170,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
     _tolerate_unpositioned_partitions()
     commit_only_in_a_settled_group()
     refused_commits_are_retried()
+    commits_need_every_offset()
     guard_read_offsets()
     k = settings.kafka
     app = WorkerApp(

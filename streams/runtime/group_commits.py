@@ -53,6 +53,7 @@ _PATCHED = "_memstream_settled_commits"
 # (generation, member id) of the commit the current task is sending
 _commit_sent_in: ContextVar[tuple[int, str] | None] = ContextVar("commit_sent_in", default=None)
 _RETRIED = "_memstream_refused_commits_retried"
+_STRICT = "_memstream_commits_need_every_offset"
 # faust's committed offsets just before a refused commit's offsets overwrote them
 _before_refusal: ContextVar[dict[TP, int | None] | None] = ContextVar("before_refusal",
                                                                        default=None)
@@ -149,6 +150,32 @@ def refused_commits_are_retried() -> None:
     Consumer._commit_offsets = _commit_offsets  # type: ignore[method-assign]
     ThreadDelegateConsumer._commit = _commit  # type: ignore[method-assign]
     setattr(Consumer, _RETRIED, True)
+
+
+def commits_need_every_offset() -> None:
+    """Patch faust's consumer, once per process: a partition's commit waits for the record at
+    its committed offset.
+
+    faust computes the next commit from the acked offsets (``Consumer._new_offset``) and
+    refuses one that would skip an unacked record only when the first acked offset is *more
+    than one* past the committed offset: with the record at the committed offset unacked and
+    the next one acked, it commits past it. A record there is unacked after a rebalance
+    cleared it from the stream's buffer; with this check the commit waits until it has come
+    back and been handled."""
+    if getattr(Consumer, _STRICT, False):
+        return
+    new_offset = Consumer._new_offset
+
+    def _new_offset(self: Consumer, tp: TP) -> int | None:
+        acked = self._acked[tp]
+        committed = self._committed_offset[tp]
+        if acked and committed is not None and min(acked) > committed:
+            return None
+        result: int | None = new_offset(self, tp)
+        return result
+
+    Consumer._new_offset = _new_offset  # type: ignore[method-assign]
+    setattr(Consumer, _STRICT, True)
 
 
 def _take_back(consumer: Consumer, offsets: Any, before: dict[TP, int | None]) -> None:
