@@ -37,7 +37,7 @@ from memstream.streams.runtime.stage import (
     is_outage,
     make_batch_handler,
 )
-from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, read_again
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
 from memstream.topics.headers import headers_for
 from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.members import worker_client_id
@@ -263,15 +263,8 @@ def register_batch_agent(
             if not taken:
                 await queue.arrival()
                 continue
-            batches, gone = [], []
-            for b in taken:
-                kept, dropped = current_only(b)
-                batches.append(kept)
-                gone += dropped
-            if gone:
-                keep = {id(h) for h in await read_again(bound.app, queue, gone,
-                                                        [h for b in batches for h in b])}
-                batches = [[h for h in b if id(h) in keep] for b in batches]
+            # records held from before a rebalance are fetched again (streams.runtime.turns)
+            batches = [current_only(b)[0] for b in taken]
             # one batch per partition at a time, partitions at once (cubes never share a batch)
             await asyncio.gather(*(one(b) for b in batches if b))
 

@@ -37,7 +37,7 @@ from memstream.streams.runtime.stage import (
     StageStats,
     make_batch_handler,
 )
-from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, read_again
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
 from memstream.topics.progress import Progress
 from memstream.topics.registry import TopicSpec
 
@@ -146,9 +146,7 @@ class PriorityProcessor(ABC):
                 self._deferred = False
             batch = self._queue.take(*chosen, self._sizes[priority])
             started = self._busy_since = asyncio.get_running_loop().time()
-            kept, gone = current_only(batch)
-            if gone:
-                kept = await read_again(self.bound.app, self._queue, gone, kept)
+            kept, _ = current_only(batch)  # the others are fetched again (runtime.turns)
             try:
                 await self._handle(priority, kept)
             finally:

@@ -13,7 +13,12 @@ offset be committed: the runner acks it once it is handled and its outputs are s
 (at-least-once, as before). A worker that stops, or loses the partition in a rebalance,
 with records still held has not acked them: they are redelivered to the partition's next
 owner, and the ones held from before a rebalance are not handled here
-(``Held.current``). ``lanes`` order urgency (lower first): the optimizer takes its high
+(``Held.current``): after a rebalance every partition is sought to its committed offset, or
+to its log's start when it has none (``runtime.read_offsets``), which is before every record
+not yet handled, so they are fetched again in order. (Seeking a partition here instead, to
+the first dropped record, could move it past records of the new generation not yet handled:
+the scale-out trace showed a partition's commit held below them for good.)
+``lanes`` order urgency (lower first): the optimizer takes its high
 topic before its normal and low ones.
 """
 
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from faust.types import TP, EventT
+from faust.types import EventT
 
 from memstream.streams.runtime.stage import RawRecord
 
@@ -85,35 +90,6 @@ def current_only(batch: Sequence[Held]) -> tuple[list[Held], list[Held]]:
                   "(offsets %s-%s)", gone[0].raw.topic, gone[0].raw.partition, len(gone),
                   gone[0].raw.offset, gone[-1].raw.offset)
     return kept, gone
-
-
-async def read_again(app: faust.App, queue: TurnQueue, gone: Sequence[Held],
-                     kept: Sequence[Held] = ()) -> list[Held]:
-    """Make sure the records of ``gone`` (held from before a rebalance, never handled) come
-    back, for the partitions this worker holds now: seek each back to its first one and
-    forget the records held after it (they come back too, in order).
-
-    faust is meant to seek a partition to its committed offset after a rebalance, and
-    usually does; but the scale-out test caught a worker that fetched on from past records
-    it had dropped here, so they never came back and the partition's commit stuck below
-    them. Reading a record twice is safe (every stage is effectively-once); never reading
-    it is not. Returns ``kept`` without the records that will come back."""
-    first: dict[Key, int] = {}
-    for h in gone:
-        first[h.key] = min(first.get(h.key, h.raw.offset), h.raw.offset)
-    held = app.consumer.assignment()
-    sought: dict[Key, int] = {}
-    for (topic, partition), offset in sorted(first.items()):
-        tp = TP(topic, partition)
-        if tp not in held:
-            continue  # its owner reads it from the last commit, which is before these
-        queue.forget((topic, partition), offset)
-        try:
-            await app.consumer.seek(tp, offset)
-        except Exception as exc:  # noqa: BLE001 - a rebalance took it meanwhile: its owner reads it
-            log.info("%s[%s]: not sought back to %d: %s", topic, partition, offset, exc)
-        sought[(topic, partition)] = offset
-    return [h for h in kept if h.key not in sought or h.raw.offset < sought[h.key]]
 
 
 def _in_generation(app: faust.App, generation: int) -> Callable[[], bool]:
@@ -177,21 +153,6 @@ class TurnQueue:
         self.size -= len(batch)
         self._room.set()
         return batch
-
-    def forget(self, key: Key, offset: int) -> None:
-        """Drop the records of partition ``key`` held from ``offset`` on (unacked: they are
-        read again)."""
-        for lane in self.lanes.values():
-            waiting = lane.get(key)
-            if waiting is None:
-                continue
-            kept = deque(h for h in waiting if h.raw.offset < offset)
-            self.size -= len(waiting) - len(kept)
-            if kept:
-                lane[key] = kept
-            else:
-                del lane[key]
-        self._room.set()
 
     def holds(self, lane: int) -> bool:
         return bool(self.lanes.get(lane))

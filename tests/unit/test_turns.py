@@ -7,10 +7,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from faust.types import TP
-
 from memstream.streams.runtime.stage import RawRecord
-from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, read_again
+from memstream.streams.runtime.turns import Held, TurnQueue, hold
 
 
 def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:
@@ -103,35 +101,3 @@ def test_a_record_is_current_only_in_the_generation_it_was_fetched_in() -> None:
     assert fetched.current() and unstamped.current()
     app.consumer_generation_id = 4  # the next rebalance: none of them is handled any more
     assert not fetched.current() and not unstamped.current()
-
-
-async def test_records_left_from_before_a_rebalance_are_sought_back_in_order() -> None:
-    """The records held from before a rebalance come back for the partitions this worker
-    holds now: their partition is sought back to the first of them, and what is held (or
-    kept) after it is dropped to come back in order; another worker's partition is left to
-    its owner."""
-    queue = TurnQueue(limit=100)
-    generation = {"now": 2}
-
-    def at(partition: int, offset: int, fetched_in: int) -> Held:
-        return Held(RawRecord("t", partition, offset, b"k", b"{}"),
-                    current=lambda: generation["now"] == fetched_in)
-
-    old = [at(0, 16, 2), at(0, 17, 2), at(1, 4, 2)]
-    await queue.put(0, old)
-    await queue.put(0, [at(0, 18, 3), at(0, 19, 3), at(1, 5, 3)])
-    generation["now"] = 3
-    sought: list[tuple[int, int]] = []
-
-    async def seek(tp: Any, offset: int) -> None:
-        sought.append((tp.partition, offset))
-
-    app = SimpleNamespace(consumer=SimpleNamespace(assignment=lambda: {TP("t", 0)}, seek=seek))
-    batch = queue.take(0, ("t", 0), 3)
-    kept, gone = current_only(batch)
-    assert [h.raw.offset for h in gone] == [16, 17] and [h.raw.offset for h in kept] == [18]
-    kept = await read_again(app, queue, gone, kept)  # type: ignore[arg-type]
-    assert sought == [(0, 16)]  # partition 1 is not this worker's now: left to its owner
-    assert kept == []  # 18 comes back after 16 and 17
-    assert drain(queue, 10) == [[("t", 1, 4), ("t", 1, 5)]]  # 19 forgotten too
-    assert queue.size == 0
