@@ -340,7 +340,7 @@ async def main() -> None:
     parser.add_argument("--chunk", type=int, default=5, help="turns per published chunk")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N")
     parser.add_argument("--only", action="append", default=[], metavar="SAMPLE_ID",
-                        help="only these conversations (e.g. conv-30), after --conversations")
+                        help="only these conversations, by name, after --conversations")
     parser.add_argument("--no-ingest", action="store_true",
                         help="search what the --reuse dir holds without publishing or "
                         "waiting for the pipeline (a partial ingestion: say so when quoting)")

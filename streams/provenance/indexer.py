@@ -41,7 +41,6 @@ class ProvenanceIndexer:
         self._suffix = {spec.name(settings): spec.suffix for spec in INDEXED}
         self._consumer: AIOKafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._stopping = False
         self.indexed = 0  # records read (for tests and logs)
 
     async def start(self) -> None:
@@ -58,15 +57,11 @@ class ProvenanceIndexer:
         await consumer.start()
         consumer.subscribe(list(self._suffix))
         self._consumer = consumer
-        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="provenance-indexer")
 
     async def stop(self) -> None:
-        """End the indexing loop, then stop its consumer. The loop also ends on its own at its
-        next round once told to: a library that swallows the cancellation (a client's
-        ``suppress(CancelledError)`` around its own task) must not keep a stopped worker
-        indexing, and its stop waiting, for ever (seen once: a worker's stop hung 295 s)."""
-        self._stopping = True
+        """End the indexing loop (cancelled again if a library swallows the cancel: a worker's
+        stop once hung 295 s on it), then stop its consumer."""
         task, self._task = self._task, None
         await cancel_within(task, "provenance indexing loop")
         consumer, self._consumer = self._consumer, None
@@ -82,7 +77,7 @@ class ProvenanceIndexer:
         # commit, or on its own when nothing new arrives — a refusal that came back after a
         # rebalance gave the partition back does not make the consumer read it again
         unsent: dict[TopicPartition, OffsetAndMetadata] = {}
-        while not self._stopping:
+        while True:
             try:
                 batch = await consumer.getmany(timeout_ms=1000, max_records=2000)
             except KafkaError as exc:  # broker down or restarting: back off, keep trying
@@ -99,8 +94,7 @@ class ProvenanceIndexer:
                 for record in records:
                     refs += refs_of(suffix, tp.partition, record.offset, record.value or b"")
                 ends[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
-            if not await self._write(refs, pause):
-                return  # stopping: the batch is read again by the partition's next owner
+            await self._write(refs, pause)
             self.indexed += sum(len(r) for r in batch.values())
             unsent = await self._commit(consumer, {**unsent, **ends}, pause)
 
@@ -121,17 +115,13 @@ class ProvenanceIndexer:
         pause.resumed()
         return {}
 
-    async def _write(self, refs: list[LogRef], pause: Pause) -> bool:
-        """Write until the store takes them (a batch is never committed unindexed); False if
-        the indexer was stopped first."""
-        while not self._stopping:
-            if not refs:
-                return True
+    async def _write(self, refs: list[LogRef], pause: Pause) -> None:
+        """Write until the store takes them: a batch is never committed unindexed."""
+        while refs:
             try:
                 await self.graph.add_log_refs(refs)
-                return True
+                return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an outage of the store: wait, retry
                 await pause.wait(exc)
-        return False
