@@ -14,6 +14,7 @@ import re
 import time
 import weakref
 from dataclasses import dataclass, field
+from datetime import date
 
 import numpy as np
 
@@ -75,6 +76,8 @@ class EpisodeIndex:
     # statement id -> message ids of the turns it came from (a statement's sources never
     # change; filled as statements are first met, carried over when the index is rebuilt)
     statement_messages: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # per episode, the day it was said (its time in its own UTC offset)
+    days: list[date] = field(default_factory=list)
 
     @classmethod
     def build(cls, episodes: list[MemoryItem], version: int) -> EpisodeIndex:
@@ -97,6 +100,7 @@ class EpisodeIndex:
             episode_of_turn=np.asarray([t.episode for t in turns], dtype=np.int64),
             position={e.id: i for i, e in enumerate(episodes)},
             built_at=time.monotonic(), version=version)
+        index.days = [(e.metadata.memory_time or e.metadata.created_at).date() for e in episodes]
         names = [speaker_of(t.text) for t in turns]
         index.speakers = sorted({n for n in names if n})
         codes = {n: i for i, n in enumerate(index.speakers)}

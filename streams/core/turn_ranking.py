@@ -4,10 +4,12 @@ A whole five-turn episode is a coarse unit: the turn that answers sits anywhere 
 its neighbour across the episode boundary is out of reach. So each turn of a cube's
 episodes is scored in context, by reciprocal-rank fusion of four rankings: the turn by the
 cosine of the statements extracted from it, the turn by BM25, its episode by cosine and
-its episode by BM25. The best turns, taken in order, each become one hit: the turn with
-``before``/``after`` neighbours of its session not already returned (across episodes). When
-a statement was extracted from that turn, it is the hit's memory and the excerpt its
-context. On LoCoMo (bench/retrieval_quality.py) this beat whole chunks at fewer characters.
+its episode by BM25 (and, when the question names a date, what was said then). The best
+turns, taken in order, each become one hit: the turn with ``before``/``after`` neighbours of
+its session not already returned (across episodes); below the first few hits, a window that
+continues a hit joins it as one passage. When a statement was extracted from that turn, it
+is the hit's memory and the excerpt its context. On LoCoMo (bench/retrieval_quality.py)
+this beat whole chunks at fewer characters.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.lexical import terms
 from memstream.streams.core.related_words import related
 from memstream.streams.runtime.stage import Deps
+from memstream.streams.text.named_dates import named_dates
 from memstream.topics.events import ScoredMemory
 from memstream.topics.models import MemoryItem, MemoryType
 
@@ -134,6 +137,12 @@ async def rank_windows(
              + (ep_dense + ep_words)[index.episode_of_turn])
     best = (cfg.turn_dense_weight + cfg.turn_bm25_weight + cfg.episode_dense_weight
             + cfg.episode_bm25_weight) / (k + 1)
+    if cfg.time_weight > 0 and (when := named_dates(query)):
+        # a question naming a date: what was said then counts as first of one more ranking
+        said_then = np.asarray([any(n.holds(d) for n in when) for d in index.days], dtype=bool)
+        if said_then.any() and not said_then.all():
+            score = score + said_then[index.episode_of_turn] * (cfg.time_weight / (k + 1))
+            best += cfg.time_weight / (k + 1)
     score = score / best if best > 0 else score
     if cfg.speaker_weight > 0 and (named := named_speakers(query, index.speakers)):
         # a question about a person is answered mostly by what that person said
@@ -141,24 +150,29 @@ async def rank_windows(
         score = np.where(by_named, score, score * (1.0 - cfg.speaker_weight))
     score = np.where(allowed, score, -1.0)
     order = np.argsort(-score, kind="stable")
-    used = np.zeros(n, dtype=bool)
+    owner = np.full(n, -1, dtype=np.int64)  # the window (position in ``out``) holding a turn
     out: list[Window] = []
     sessions = index.session_of_turn
     for t in order.tolist():
         if len(out) >= want or score[t] <= 0:
             break
-        if used[t]:
+        if owner[t] >= 0:
             continue
         lo = hi = t
         # a turn before the centre joins only if it matches too (``before_share``)
-        while lo - 1 >= 0 and t - (lo - 1) <= cfg.window_before and not used[lo - 1] \
+        while lo - 1 >= 0 and t - (lo - 1) <= cfg.window_before and owner[lo - 1] < 0 \
                 and allowed[lo - 1] and sessions[lo - 1] == sessions[t] \
                 and score[lo - 1] >= cfg.before_share * score[t]:
             lo -= 1
-        while hi + 1 < n and (hi + 1) - t <= cfg.window_after and not used[hi + 1] \
+        while hi + 1 < n and (hi + 1) - t <= cfg.window_after and owner[hi + 1] < 0 \
                 and allowed[hi + 1] and sessions[hi + 1] == sessions[t]:
             hi += 1
-        used[lo:hi + 1] = True
+        joined = _adjoining(out, owner, sessions, lo, hi, cfg.passage_turns, cfg.passage_after)
+        if joined is not None:
+            out[joined].turns = sorted([*out[joined].turns, *range(lo, hi + 1)])
+            owner[lo:hi + 1] = joined
+            continue
+        owner[lo:hi + 1] = len(out)
         out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), None))
     if cfg.precise_hits and statements and (ids := {statement_of[w.center] for w in out
                                                     if w.center in statement_of}):
@@ -171,10 +185,39 @@ async def rank_windows(
     return out, index, allowed
 
 
+def _adjoining(out: list[Window], owner: np.ndarray, sessions: Sequence[str], lo: int,
+               hi: int, most: int, after: int) -> int | None:
+    """The hit (its position in ``out``) that turns ``lo..hi`` continue: it ends right before
+    them or starts right after them in their session, it is not among the first ``after``
+    hits, and together they hold at most ``most`` turns. They are one passage then, returned
+    as one hit rather than taking two of the caller's places."""
+    for side in (lo - 1, hi + 1):
+        if 0 <= side < len(owner) and owner[side] >= after and sessions[side] == sessions[lo] \
+                and len(out[int(owner[side])].turns) + hi - lo + 1 <= most:
+            return int(owner[side])
+    return None
+
+
+_TIME = re.compile(r"^\[(\S+) ([^\]\n]*)\]")
+
+
+def _once_timed(lines: list[str]) -> list[str]:
+    """An excerpt's lines, the date of each turn's ``[date time]`` shown only where it
+    differs from the line before (``[time]`` alone after it): a session's turns share their
+    date, and a caller's budget then holds more of their words."""
+    out, last = [], None
+    for line in lines:
+        found = _TIME.match(line)
+        day = found.group(1) if found else None
+        out.append(f"[{found.group(2)}]{line[found.end():]}" if found and day == last else line)
+        last = day
+    return out
+
+
 def to_scored(window: Window, index: EpisodeIndex) -> ScoredMemory:
     """The hit as returned: the statement (or the centre turn's episode) with the excerpt."""
     episode = index.episodes[index.turns[window.center].episode]
-    excerpt = "\n".join(index.turns[t].text for t in window.turns)
+    excerpt = "\n".join(_once_timed([index.turns[t].text for t in window.turns]))
     ids = tuple(m for t in window.turns if (m := index.turns[t].message_id))
     return ScoredMemory(item=window.statement or episode, score=round(window.score, 4),
                         excerpt=excerpt, excerpt_ids=ids, episode_id=episode.id)

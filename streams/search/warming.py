@@ -7,16 +7,18 @@ the search itself. On the dev-split cubes (bench/retrieval_quality.py) the first
 of each cube took 0.9-1.6 s against a p95 of about 0.2 s for the rest. So a worker loads
 both for the ``search.warm_cubes`` cubes whose memories changed last, one cube at a time,
 in the background, once it has started: a cube searched meanwhile just loads itself (the
-caches share one load per cube). A cube that fails to warm is logged and skipped; warming
-never fails the worker.
+caches share one load per cube). The lemma dictionary of keyword ranking is loaded first.
+A cube that fails to warm is logged and skipped; warming never fails the worker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.streams.core import lexical
 from memstream.streams.core.episode_index import indexes_for
 from memstream.streams.runtime.stage import Deps
 
@@ -26,6 +28,7 @@ log = logging.getLogger("memstream.search.warming")
 async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
     """Load the search caches of the ``cubes`` most recently changed cubes; returns those
     warmed."""
+    await asyncio.to_thread(lexical.warm)
     if cubes <= 0:
         return []
     started = time.perf_counter()

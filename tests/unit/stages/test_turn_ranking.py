@@ -54,6 +54,16 @@ def test_bm25_ranks_by_stemmed_words() -> None:
     assert scores[2] == 0 and scores[0] > 0 and scores[1] > 0
 
 
+def test_an_irregular_past_tense_meets_its_base_form() -> None:
+    """A question asks "why did she choose", the turn says "I chose": no stemmer maps the
+    one to the other, the lemma does."""
+    docs = [terms(t) for t in ("I chose them for their support.", "We bought new shoes.",
+                               "The kids went swimming.")]
+    bm25 = BM25(docs)
+    assert [bm25.scores(terms(q)).argmax() for q in ("choose", "buy", "go")] == [0, 1, 2]
+    assert terms("Painted paintings") == terms("paint paint")
+
+
 async def test_the_turn_that_answers_comes_first_with_its_neighbours(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path, clock=ManualClock(T))
     await _ingest(deps)
@@ -149,3 +159,68 @@ async def test_before_share_keeps_an_unmatched_turn_before_out_of_the_excerpt(
     assert "m5" in await first_ids(0.0)  # "What does he bake?" comes along by default
     trimmed = await first_ids(0.9)
     assert "m6" in trimmed and "m5" not in trimmed  # it matches no word of the question
+
+
+async def _say(deps: Deps, session: str, at: datetime, lines: list[str], first: int) -> None:
+    messages = tuple(Message(id=f"d{first + i}", role="user", content=text,
+                             timestamp=at + timedelta(minutes=i))
+                     for i, text in enumerate(lines))
+    chunk = ConversationChunk(user_id="alice", cube_id="alice", session_id=session,
+                              occurred_at=at, messages=messages)
+    await add_memories(records(events_of(await extract([record(chunk)], deps),
+                                         ExtractedMemory)), deps)
+
+
+async def test_a_question_naming_a_date_prefers_what_was_said_then(tmp_path: Path) -> None:
+    """Without the date the turn sharing the question's words comes first; with it (the
+    default ``time_weight``), the turn said on the day the question names."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _say(deps, "march", datetime(2026, 3, 2, 18, 0, tzinfo=UTC),
+               ["Which bookshop did I visit? The bookshop on Main Street, I visit it a lot.",
+                "Then I cooked dinner."], 0)
+    await _say(deps, "april", datetime(2026, 4, 10, 18, 0, tzinfo=UTC),
+               ["Spent the afternoon in a little bookshop by the river.",
+                "Then I walked home."], 10)
+    question = ask("Which bookshop did I visit on April 10, 2026?", top_k=2)
+
+    async def first(weight: float) -> str:
+        cfg = deps.settings.search.model_copy(update={"time_weight": weight})
+        deps.settings = deps.settings.model_copy(update={"search": cfg})
+        found, _ = await search(question, deps)
+        return found[0].excerpt_ids[0]
+
+    default = deps.settings.search.time_weight
+    assert default > 0
+    assert await first(0.0) == "d0"
+    assert await first(default) == "d10"
+
+
+async def test_a_lower_hit_continuing_another_joins_it_as_one_passage(tmp_path: Path) -> None:
+    """A window starting right after an earlier hit's turns (same session) extends that hit
+    when the hit is at or below position ``passage_after``, up to ``passage_turns`` turns;
+    above it, the window is a hit of its own. The excerpt shows its date once."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    question = ask("bakery sourdough custard tarts bake brother", top_k=5)
+    defaults = deps.settings
+
+    async def hits(**fields: object) -> list[tuple[str, ...]]:
+        cfg = deps.settings.search.model_copy(update={"window_before": 0, "window_after": 0,
+                                                      **fields})
+        deps.settings = deps.settings.model_copy(update={"search": cfg})
+        found, _ = await search(question, deps)
+        return [f.excerpt_ids for f in found if f.excerpt_ids]
+
+    apart = await hits(passage_turns=1)
+    assert all(len(ids) == 1 for ids in apart)
+    assert {"m4", "m5", "m6"} <= {i for ids in apart[:3] for i in ids}
+    joined = await hits(passage_turns=8, passage_after=0)
+    passages = [sorted(int(i[1:]) for i in ids) for ids in joined if len(ids) > 1]
+    assert passages and all(p == list(range(p[0], p[-1] + 1)) for p in passages)  # contiguous
+    assert len({i for ids in joined for i in ids}) > len({i for ids in apart for i in ids})
+    assert all(len(ids) == 1 for ids in await hits(passage_turns=8, passage_after=10))
+    deps.settings = defaults
+    found, _ = await search(question, deps)
+    lines = (found[0].excerpt or "").split("\n")
+    assert lines[0].startswith("[2026-05-01 09:3") and len(lines) > 1
+    assert all(line.startswith("[09:3") for line in lines[1:])
