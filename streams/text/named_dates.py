@@ -16,10 +16,9 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
-_MONTH = (r"(january|february|march|april|may|june|july|august|september|october|november"
-          r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
+from memstream.streams.text import lexicon as lx
+
+_MONTH = rf"({'|'.join(lx.EN_MONTHS)}|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(\d{4})"
 _BEFORE = r"(before|until|till|by|prior to|after|since)\s+(?:the\s+)?"
@@ -64,7 +63,7 @@ def _month_end(first: date) -> date:
 
 def _month(name: str) -> int:
     low = name.lower().rstrip(".")
-    return next(i for i, full in enumerate(_MONTHS, start=1) if full.startswith(low[:3]))
+    return next(n for full, n in lx.EN_MONTHS.items() if full.startswith(low[:3]))
 
 
 def _side(word: str | None) -> int:
