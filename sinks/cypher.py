@@ -96,11 +96,13 @@ MATCH (n:Memory {{{AT_NODE}}})
 SET n = $props
 RETURN count(n) AS updated
 """
-# Only the usage history changes: a concurrent status change (a merge) is never undone.
+# Only the usage history changes: a concurrent status change (a merge) is never undone. An
+# expired node is a tombstone whose text was erased: a use (its query is text) never lands on
+# it, even from a search that returned it before it expired.
 SET_USAGE = """
 UNWIND $rows AS row
 MATCH (n:Memory {node_key: row.node_key})
-WHERE n.cube_id = $cube_id AND n.id = row.id
+WHERE n.cube_id = $cube_id AND n.id = row.id AND n.status <> 'expired'
 SET n.usage = row.usage
 RETURN count(n) AS updated
 """
@@ -109,6 +111,7 @@ SET_USAGE_IF_UNCHANGED = """
 UNWIND $rows AS row
 MATCH (n:Memory {node_key: row.node_key})
 WHERE n.cube_id = $cube_id AND n.id = row.id AND coalesce(n.usage, '[]') = row.expected
+  AND n.status <> 'expired'
 SET n.usage = row.usage
 RETURN collect(n.id) AS updated
 """

@@ -120,10 +120,10 @@ class CypherGraphStore(CypherLogRefs, ABC):
         return bool(rows and rows[0]["updated"])
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        self, cube_id: str, uses: Mapping[str, Sequence[UsageRecord]], keep: int,
         seen: Sequence[MemoryItem] = (),
     ) -> int:
-        wanted = _unique(ids)
+        wanted = [i for i in _unique(list(uses)) if uses[i]]
         wanted_set = set(wanted)
         known = {n.id: n for n in seen if n.id in wanted_set}
         updated = 0
@@ -131,7 +131,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
             rows = [
                 {"node_key": cypher.node_key(cube_id, n.id), "id": n.id,
                  "expected": usage_json(n.metadata.usage),
-                 "usage": usage_json((*n.metadata.usage, record)[-keep:])}
+                 "usage": usage_json((*n.metadata.usage, *uses[n.id])[-keep:])}
                 for n in known.values()
             ]
             result = await self._write(cypher.SET_USAGE_IF_UNCHANGED,
@@ -143,7 +143,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
             return updated
         rows = [
             {"node_key": cypher.node_key(cube_id, n.id), "id": n.id,
-             "usage": usage_json((*n.metadata.usage, record)[-keep:])}
+             "usage": usage_json((*n.metadata.usage, *uses[n.id])[-keep:])}
             for n in await self.get_nodes(cube_id, wanted)
         ]
         if not rows:

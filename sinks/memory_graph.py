@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from memstream.sinks import cypher, fulltext
@@ -131,25 +131,29 @@ class InMemoryGraphStore(InMemoryLogRefs):
         return True
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        self, cube_id: str, uses: Mapping[str, Sequence[UsageRecord]], keep: int,
         seen: Sequence[MemoryItem] = (),
     ) -> int:
         cube = self._cube(cube_id)
-        wanted = _unique(ids)
+        wanted = [i for i in _unique(list(uses)) if uses[i]]
         known = {n.id: n for n in seen if n.id in set(wanted)}
         updated = 0
         for node_id, as_seen in known.items():  # compare-and-set on the history as seen
             current = cube.get(node_id)
+            if current is not None and current.metadata.status == "expired":
+                wanted.remove(node_id)  # a tombstone: no use lands on it (sinks/cypher.py)
+                continue
             if current is not None and current.metadata.usage == as_seen.metadata.usage:
-                usage = (*current.metadata.usage, record)[-keep:]
+                usage = (*current.metadata.usage, *uses[node_id])[-keep:]
                 cube[node_id] = current.evolve(usage=usage)
                 updated += 1
                 wanted.remove(node_id)
         if not wanted:
             return updated
         for node in await self.get_nodes(cube_id, wanted):
-            if (current := cube.get(node.id)) is not None:
-                cube[node.id] = current.evolve(usage=(*node.metadata.usage, record)[-keep:])
+            if (current := cube.get(node.id)) is not None and current.metadata.status != "expired":
+                cube[node.id] = current.evolve(
+                    usage=(*node.metadata.usage, *uses[node.id])[-keep:])
                 updated += 1
         return updated
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -270,14 +270,14 @@ class MemoryStore:
             lambda: self.graph.redirect_edges(cube_id, from_ids, to_id, exclude))
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        self, cube_id: str, uses: Mapping[str, Sequence[UsageRecord]], keep: int,
         seen: Sequence[MemoryItem] = (),
     ) -> int:
-        """Append a usage record to existing nodes (graph only: usage is not in the vector's
+        """Append usage records to existing nodes (graph only: usage is not in the vector's
         metadata); returns how many were updated."""
         return await self._retry(
-            f"usage of {len(ids)} nodes in {cube_id}",
-            lambda: self.graph.record_usage(cube_id, ids, record, keep, seen))
+            f"usage of {len(uses)} nodes in {cube_id}",
+            lambda: self.graph.record_usage(cube_id, uses, keep, seen))
 
     async def clear_cube(self, cube_id: str) -> tuple[int, int]:
         """Erase a cube from both stores; returns (nodes, vectors) deleted."""

@@ -6,7 +6,7 @@ picked once in ``sinks.graph_factory`` / ``sinks.vector_factory``. A sink knows 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -106,13 +106,14 @@ class GraphStore(Protocol):
         """Replace an existing node's text and metadata; False when it does not exist."""
 
     async def record_usage(
-        self, cube_id: str, ids: Sequence[str], record: UsageRecord, keep: int,
+        self, cube_id: str, uses: Mapping[str, Sequence[UsageRecord]], keep: int,
         seen: Sequence[MemoryItem] = (),
     ) -> int:
-        """Append ``record`` to the usage history of existing nodes (the newest ``keep``
-        kept), changing nothing else; returns how many nodes were updated. ``seen``: nodes
-        as the caller last read them; where a history has not changed since, no read is
-        needed (a changed one is read again: no use is ever lost)."""
+        """Append each node's records (``uses``: node id -> records, oldest first) to the
+        usage history of the existing ones (the newest ``keep`` kept), changing nothing else;
+        returns how many nodes were updated. ``seen``: nodes as the caller last read them;
+        where a history has not changed since, no read is needed (a changed one is read
+        again: no use is ever lost)."""
 
     async def delete_nodes(self, cube_id: str, ids: Sequence[str]) -> int:
         """Delete nodes with their edges; returns how many existed."""

@@ -44,8 +44,13 @@ class _CubeIndex:
 
     @classmethod
     def of(cls, records: Sequence[VectorRecord]) -> _CubeIndex:
-        """An index with its matrix built (off the event loop: this converts every vector)."""
-        index = cls(records={r.id: r for r in records})
+        """An index with its matrix built (off the event loop: this converts every vector).
+        Each vector is held as a tuple of floats, as ``upsert`` holds it: the collector
+        stops tracking such a tuple once it has seen it, where it walks every float of a
+        list in each full pass (the lists of 9,000 vectors made a worker's full
+        collections take 50-150 ms, each one a stall of the searches under way)."""
+        index = cls(records={r.id: r if isinstance(r.vector, tuple)
+                             else replace(r, vector=tuple(r.vector)) for r in records})
         index.ids = list(index.records)
         if index.ids:
             vectors = np.asarray([index.records[i].vector for i in index.ids], dtype=np.float32)

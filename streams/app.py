@@ -113,12 +113,14 @@ class BoundTopics:
         self.app.start_hooks.append(hook)
 
     def add_lane(self, spec: TopicSpec, name: str, handler: LaneHandler, stats: StageStats,
-                 max_in_flight: int) -> RequestLane:
-        """Serve ``spec`` through a request lane started and stopped with the app."""
+                 max_in_flight: int,
+                 after_stop: Callable[[], Awaitable[None]] | None = None) -> RequestLane:
+        """Serve ``spec`` through a request lane started and stopped with the app
+        (``after_stop``: run once its requests under way have ended)."""
         if not isinstance(self.app, WorkerApp):
             raise TypeError("request lanes need an app made by create_app")
         lane = RequestLane(self.settings, self.bootstrap, spec, name, handler, stats,
-                           max_in_flight)
+                           max_in_flight, after_stop)
         self.app.lanes.append(lane)
         return lane
 

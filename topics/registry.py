@@ -46,6 +46,9 @@ class TopicSpec:
     # Written without the fields that hold their default (``compact_json``): only for values
     # with no discriminated union inside, whose tag a reader needs even at its default.
     compact: bool = False
+    # Written without the fields that hold None (every such field's default): a search reply's
+    # sources are mostly empty fields, and replies are the largest records a client reads.
+    drop_none: bool = False
 
     @cached_property
     def adapter(self) -> TypeAdapter[Any]:
@@ -64,7 +67,9 @@ class TopicSpec:
         """The event's JSON as a reader opens it (compact where the spec says so): what the
         size limit (``limits.event_bytes``) is checked on at both ends, since compression
         shrinks some events far below it and not others."""
-        return compact_json(event) if self.compact else event.model_dump_json().encode()
+        if self.compact:
+            return compact_json(event)
+        return event.model_dump_json(exclude_none=self.drop_none).encode()
 
     def encode(self, event: BaseModel, plain: bytes | None = None) -> bytes:
         """The event's JSON (``plain``, made here if not given), compressed where that pays
@@ -139,7 +144,7 @@ REQUESTS = TopicSpec("requests", Request, retention_ms=EXCHANGE_RETENTION_MS,
                      doc="search and other queries, answered on reply_to")
 REPLIES = TopicSpec(
     "replies", Reply, key="requester (or the request's reply_partition)",
-    retention_ms=REPLIES_RETENTION_MS,
+    retention_ms=REPLIES_RETENTION_MS, drop_none=True,
     doc="default reply topic; clients may name their own in reply_to",
 )
 DEAD_LETTER = TopicSpec(

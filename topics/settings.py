@@ -289,6 +289,10 @@ class SearchSettings(BaseModel):
     # request is answered as soon as it arrives).
     max_in_flight: int = Field(default=16, ge=1)
     usage_history: int = Field(default=20, ge=1)  # usage records kept per node
+    # What searches used is written to the graph together, this often (per cube one write
+    # for every node returned since; 0: one write per search, as it is answered). One write
+    # per search was a fifth of a search's work on the worker's event loop (py-spy, dev split).
+    usage_flush_s: float = Field(default=0.5, ge=0)
     # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
     # the most recently changed first: their first search is then as fast as the rest.
     warm_cubes: int = Field(default=8, ge=0)

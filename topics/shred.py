@@ -44,6 +44,7 @@ SCHEME = "ms-aesgcm-1"
 PREFIX = b'{"enc":"' + SCHEME.encode() + b'"'
 MAGIC = b"\x00s2"
 _NONCE = 12
+_TAG = 16  # AES-GCM's authentication tag
 
 
 class Keyring:
@@ -145,6 +146,11 @@ def seal(cube_id: str, plaintext: bytes) -> bytes:
     return json.dumps({"enc": SCHEME, "cube": cube_id,
                        "n": base64.b64encode(nonce).decode(),
                        "ct": base64.b64encode(ct).decode()}, separators=(",", ":")).encode()
+
+
+def sealing_overhead(cube_id: str) -> int:
+    """At most how many bytes ``seal_value`` adds to a value of ``cube_id``."""
+    return len(MAGIC) + 2 + len(cube_id.encode()) + _NONCE + _TAG
 
 
 def seal_value(cube_id: str, plaintext: bytes) -> bytes:

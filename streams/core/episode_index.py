@@ -81,6 +81,11 @@ class EpisodeIndex:
 
     @classmethod
     def build(cls, episodes: list[MemoryItem], version: int) -> EpisodeIndex:
+        # held without their usage histories: the index is minutes old at most, so a history
+        # here would be stale anyway (usage is written against the store's own, see
+        # ``streams/search/usage.py``), and 20 records per episode were a third of the objects
+        # every full pass of the cyclic collector walked in a searching worker
+        episodes = [e.evolve(usage=()) if e.metadata.usage else e for e in episodes]
         episodes = sorted(episodes, key=lambda e: (e.metadata.session_id or "",
                                                    e.metadata.memory_time or e.metadata.created_at,
                                                    e.id))

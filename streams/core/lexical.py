@@ -50,27 +50,33 @@ class BM25:
     """Okapi BM25 (k1 1.2, b 0.75) over documents given as term lists."""
 
     def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
-        self.postings: dict[str, list[tuple[int, int]]] = {}
+        building: dict[str, list[tuple[int, int]]] = {}
         lengths = np.asarray([len(d) for d in docs], dtype=np.float64)
         for i, doc in enumerate(docs):
             for term, count in Counter(doc).items():
-                self.postings.setdefault(term, []).append((i, count))
+                building.setdefault(term, []).append((i, count))
+        # Per term, its documents and counts as arrays: an index lives as long as its cube's
+        # searches, and arrays are two objects the cyclic collector never walks, where a list
+        # of pairs per term was one it walked in every full pass (thousands per cube).
+        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            t: (np.fromiter((i for i, _ in p), dtype=np.int64, count=len(p)),
+                np.fromiter((c for _, c in p), dtype=np.float64, count=len(p)))
+            for t, p in building.items()}
         n = len(docs)
         self.size = n
         avg = float(lengths.mean()) if n and lengths.sum() else 1.0
         self.norm = k1 * (1 - b + b * lengths / avg)
         self.k1 = k1
         self.idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
-                    for t, p in self.postings.items()}
+                    for t, p in building.items()}
 
     def scores(self, query_terms: Sequence[str]) -> np.ndarray:
         """Each document's score for the distinct ``query_terms`` (0 where none occurs)."""
         out = np.zeros(self.size)
         for term in dict.fromkeys(query_terms):
             posting = self.postings.get(term)
-            if not posting:
+            if posting is None:
                 continue
-            rows = np.fromiter((i for i, _ in posting), dtype=np.int64, count=len(posting))
-            freq = np.fromiter((c for _, c in posting), dtype=np.float64, count=len(posting))
+            rows, freq = posting
             out[rows] += self.idf[term] * freq * (self.k1 + 1) / (freq + self.norm[rows])
         return out

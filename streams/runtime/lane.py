@@ -53,8 +53,10 @@ class RequestLane:
     at most ``max_in_flight`` at once."""
 
     def __init__(self, settings: Settings, bootstrap: str, spec: TopicSpec, name: str,
-                 handler: LaneHandler, stats: StageStats, max_in_flight: int) -> None:
+                 handler: LaneHandler, stats: StageStats, max_in_flight: int,
+                 after_stop: Callable[[], Awaitable[None]] | None = None) -> None:
         self.settings = settings
+        self.after_stop = after_stop
         self.bootstrap = bootstrap
         self.spec = spec
         self.name = name
@@ -96,6 +98,11 @@ class RequestLane:
             await asyncio.wait(self._tasks, timeout=5.0)
         for task in list(self._tasks):
             task.cancel()
+        if self.after_stop is not None:
+            try:
+                await self.after_stop()
+            except Exception:  # noqa: BLE001 - the lane still stops
+                log.exception("%s: stopping failed", self.name)
         if self._consumer is not None:
             await self.commit()
             await self._consumer.stop()

@@ -2,28 +2,24 @@
 
 Requests come through a request lane (``streams/runtime/lane.py``): each is answered as
 soon as it arrives, concurrently with others; usage is recorded in the background
-once the reply is sent, never delaying it.
+once the reply is sent, never delaying it, in batches (``streams/search/usage.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
 from memstream.streams.app import BoundTopics
 from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.runtime.tracing import request_span
-from memstream.streams.search.logic import WaitApplied, answer, record_usage
+from memstream.streams.search.logic import WaitApplied, answer
 from memstream.streams.search.replying import send_replies
+from memstream.streams.search.usage import UsageWriter
 from memstream.topics import tracing
 from memstream.topics.registry import REQUESTS
-
-log = logging.getLogger("memstream.search")
 
 
 def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
     stats = StageStats()
-    background: set[asyncio.Task[None]] = set()
+    usage = UsageWriter(deps)
 
     async def handle(raw: RawRecord) -> None:
         with request_span(raw) as span:  # the reply carries this span's context
@@ -35,17 +31,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
                 if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
                     return
         if a.request is not None and a.used:
-            task = asyncio.create_task(record_usage(deps, a.request, a.used))
-            background.add(task)
-            task.add_done_callback(_finished(background))
+            usage.add(a.request, a.used)
 
-    bound.add_lane(REQUESTS, "search", handle, stats, deps.settings.search.max_in_flight)
+    bound.add_lane(REQUESTS, "search", handle, stats, deps.settings.search.max_in_flight,
+                   after_stop=usage.close)
     return stats
-
-
-def _finished(background: set[asyncio.Task[None]]):  # type: ignore[no-untyped-def]
-    def done(task: asyncio.Task[None]) -> None:
-        background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("recording usage failed: %s", task.exception())
-    return done

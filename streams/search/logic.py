@@ -5,7 +5,7 @@ a timeout) whenever the payload names where to reply; only a payload with no usa
 address (or nested too deep to parse safely) becomes a dead letter. No reply exceeds
 ``limits.event_bytes``: a get_all page carries fewer nodes and says so, any other reply
 that would is replaced by an error naming the limit. Usage is recorded by the agent after
-the reply is sent.
+the reply is sent (``streams/search/usage.py``).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from memstream.topics.events import (
     WriteToken,
 )
 from memstream.topics.limits import LimitExceeded, check_content, check_depth, check_raw
-from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph, UsageRecord
+from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
-from memstream.topics.shred import unseal
+from memstream.topics.shred import sealing_overhead, unseal
 from memstream.topics.signing import SignatureRefused
 
 log = logging.getLogger("memstream.search")
@@ -137,7 +137,11 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             found, mode = await search(req, deps)
             if not found:  # only an empty answer needs to know whether the cube exists
                 await _ensure_cube(deps, req.cube_id)
-            return SearchResult(memories=tuple(found), mode_used=mode), [s.item for s in found]  # type: ignore[arg-type]
+            # a hit's usage history stays in the store (``get`` returns it): it grows with every
+            # search that returns the node, and was half of a search reply's bytes
+            hits = tuple(s.model_copy(update={"item": s.item.evolve(usage=())})
+                         if s.item.metadata.usage else s for s in found)
+            return SearchResult(memories=hits, mode_used=mode), [s.item for s in found]  # type: ignore[arg-type]
         case SubgraphRequest():
             await _ensure_cube(deps, req.cube_id)
             return SubgraphResult(subgraph=await _subgraph(req, deps)), []
@@ -172,6 +176,8 @@ def _size(reply: Reply) -> int:
 def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
     """The reply as it may be sent: at most ``limits.event_bytes`` (``_size``), a page cut
     again until it fits."""
+    if len(REPLIES.plain(reply)) + sealing_overhead(reply.cube_id) <= limits.event_bytes:
+        return reply  # compression never lengthens a value, and sealing adds a fixed head
     size = _size(reply)
     if size <= limits.event_bytes:
         return reply
@@ -273,13 +279,3 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     reply = _bounded(Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
                            correlation_id=req.correlation_id, ok=True, result=result), limits)
     return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], req)
-
-
-async def record_usage(deps: Deps, request: RequestBase, items: list[MemoryItem]) -> None:
-    """Append a usage record to each returned node (bounded history), after the reply."""
-    if not items:
-        return
-    query = getattr(request, "query", None)
-    record = UsageRecord(at=deps.clock(), requester=request.requester, query=query)
-    await deps.store.record_usage(request.cube_id, [i.id for i in items], record,
-                                  deps.settings.search.usage_history, seen=items)

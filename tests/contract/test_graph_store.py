@@ -124,6 +124,11 @@ async def test_update_node_replaces_only_existing_nodes(graph_store: GraphStore,
     assert await graph_store.get_node(cube, "ghost") is None
 
 
+def uses(ids: Sequence[str], record: UsageRecord) -> dict[str, list[UsageRecord]]:
+    """The same use of every listed node (one search that returned them)."""
+    return {i: [record] for i in ids}
+
+
 async def test_record_usage_appends_and_touches_nothing_else(
     graph_store: GraphStore, cube: str
 ) -> None:
@@ -134,12 +139,13 @@ async def test_record_usage_appends_and_touches_nothing_else(
     await graph_store.update_node(cube, stale.evolve(status="archived"))
     for i in range(4):
         record = UsageRecord(at=T0 + timedelta(minutes=i), requester="r", query=f"q{i}")
-        assert await graph_store.record_usage(cube, ["u1", "u2", "gone"], record, keep=3) == 2
+        assert await graph_store.record_usage(cube, uses(["u1", "u2", "gone"], record),
+                                             keep=3) == 2
     u1, u2 = await graph_store.get_nodes(cube, ["u1", "u2"])
     assert u1.metadata.status == "archived" and u1.memory == "used"
     assert [r.query for r in u1.metadata.usage] == ["q1", "q2", "q3"]
     assert u2.metadata.usage == u1.metadata.usage
-    assert await graph_store.record_usage("other-cube", ["u1"], record, keep=3) == 0
+    assert await graph_store.record_usage("other-cube", uses(["u1"], record), keep=3) == 0
 
 
 async def test_record_usage_from_nodes_just_read_skips_the_read_and_loses_no_use(
@@ -157,18 +163,44 @@ async def test_record_usage_from_nodes_just_read_skips_the_read_and_loses_no_use
 
     monkeypatch.setattr(graph_store, "get_nodes", counting_get_nodes)
     # the histories are as read: one write, no read
-    assert await graph_store.record_usage(cube, ["s1", "s2"], first, keep=5, seen=seen) == 2
+    assert await graph_store.record_usage(cube, uses(["s1", "s2"], first), keep=5, seen=seen) == 2
     assert reads == []
     # a search that read the nodes before that use records with stale copies: the changed
     # histories are read again and both uses are kept
     late = UsageRecord(at=T0 + timedelta(minutes=1), requester="r", query="late")
-    assert await graph_store.record_usage(cube, ["s1", "s2"], late, keep=5, seen=seen) == 2
+    assert await graph_store.record_usage(cube, uses(["s1", "s2"], late), keep=5, seen=seen) == 2
     assert reads == [["s1", "s2"]]
     monkeypatch.undo()
     for n in await graph_store.get_nodes(cube, ["s1", "s2"]):
         assert [r.query for r in n.metadata.usage] == ["first", "late"]
     await graph_store.delete_nodes(cube, ["s2"])
-    assert await graph_store.record_usage(cube, ["s1", "s2"], late, keep=5, seen=seen) == 1
+    assert await graph_store.record_usage(cube, uses(["s1", "s2"], late), keep=5, seen=seen) == 1
+
+
+async def test_record_usage_appends_each_nodes_own_records_in_order(
+    graph_store: GraphStore, cube: str
+) -> None:
+    # what several searches returned, written together: every node gets its own uses
+    await graph_store.upsert_nodes(cube, [node(cube, "b1", "one"), node(cube, "b2", "two")])
+    seen = await graph_store.get_nodes(cube, ["b1", "b2"])
+    a, b, c = (UsageRecord(at=T0 + timedelta(seconds=i), requester="r", query=q)
+               for i, q in enumerate("abc"))
+    assert await graph_store.record_usage(cube, {"b1": [a, b, c], "b2": [b], "b3": [c]},
+                                          keep=2, seen=seen) == 2
+    b1, b2 = await graph_store.get_nodes(cube, ["b1", "b2"])
+    assert [r.query for r in b1.metadata.usage] == ["b", "c"]
+    assert [r.query for r in b2.metadata.usage] == ["b"]
+    # a stale copy: the history is read again and the new use appended after the old ones
+    assert await graph_store.record_usage(cube, {"b2": [c]}, keep=2, seen=seen) == 1
+    (b2,) = await graph_store.get_nodes(cube, ["b2"])
+    assert [r.query for r in b2.metadata.usage] == ["b", "c"]
+    # a node that expired since a search returned it (its text erased) takes no use: the
+    # query of the use is text too
+    await graph_store.update_node(cube, b1.evolve(status="expired", usage=()))
+    assert await graph_store.record_usage(cube, {"b1": [c]}, keep=2, seen=[b1]) == 0
+    assert await graph_store.record_usage(cube, {"b1": [c]}, keep=2) == 0
+    (b1,) = await graph_store.get_nodes(cube, ["b1"])
+    assert b1.metadata.usage == ()
 
 
 async def test_delete_nodes_removes_them_with_their_edges(

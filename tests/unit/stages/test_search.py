@@ -12,7 +12,8 @@ import pytest
 from memstream.streams.core.retrieval import search
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps, RawRecord
-from memstream.streams.search.logic import Answer, answer, record_usage
+from memstream.streams.search.logic import Answer, answer
+from memstream.streams.search.usage import UsageWriter
 from memstream.topics.events import (
     DeadLetter,
     ExtractedMemory,
@@ -183,9 +184,42 @@ async def test_a_search_request_is_answered_on_its_reply_topic(tmp_path: Path) -
     assert [s.item.id for s in reply.result.memories] == [nodes[0].id]
     assert [i.id for i in result.used] == [nodes[0].id]
     # usage is recorded after the reply, on the node returned
-    await record_usage(deps, req, result.used)
+    usage = UsageWriter(deps)
+    usage.add(req, result.used)
+    await usage.close()
     (node,) = await deps.query.get_nodes(CUBE, [nodes[0].id])
     assert [(u.requester, u.query) for u in node.metadata.usage] == [("agent-7", req.query)]
+
+
+async def test_uses_are_written_together_and_replies_leave_the_history_out(
+        tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    (allergy, *_) = await remember(deps, CUBE, *FACTS)
+    usage = UsageWriter(deps)
+    writes: list[dict[str, Any]] = []
+    record = deps.store.graph.record_usage
+
+    async def counted(cube_id: str, uses: Any, keep: int, seen: Any = ()) -> int:
+        writes.append(dict(uses))
+        return await record(cube_id, uses, keep, seen)
+
+    deps.store.graph.record_usage = counted  # type: ignore[method-assign]
+    for query in ("peanut allergy", "what am I allergic to"):
+        req = ask(query, top_k=1, requester="agent-7")
+        result = await answer(raw_request(req), deps, no_wait)
+        assert [i.id for i in result.used] == [allergy.id]
+        usage.add(req, result.used)
+    assert writes == []  # not one write per search ...
+    await asyncio.sleep(deps.settings.search.usage_flush_s + 0.3)
+    assert len(writes) == 1  # ... but one for both, each use in order
+    (node,) = await deps.query.get_nodes(CUBE, [allergy.id])
+    assert [u.query for u in node.metadata.usage] == ["peanut allergy", "what am I allergic to"]
+    # the history grows with every search: a search reply leaves it out, `get` carries it
+    found = await result_of(deps, ask("peanut allergy", top_k=1))
+    assert found.memories[0].item.id == allergy.id and found.memories[0].item.metadata.usage == ()
+    (got,) = (await result_of(deps, GetRequest(**ME, ids=(allergy.id,)))).nodes
+    assert len(got.metadata.usage) == 2
+    await usage.close()
 
 
 async def test_get_all_pages_say_when_more_follow(tmp_path: Path) -> None:
