@@ -4,12 +4,14 @@ Search ranks turns, not just whole episodes: an episode's lines are its turns, i
 of its message sources, and neighbouring turns of one session (across episode boundaries)
 form the excerpt a hit returns. The index is built from the graph store on first use and
 rebuilt when the cube's count of activated episodes changes (checked on every search, one
-count query) or after ``MAX_AGE_S``; it holds text, never the store's truth.
+count query; that search waits for the rebuild) or after ``MAX_AGE_S`` (in the background:
+the search that finds it old still uses it); it holds text, never the store's truth.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 import weakref
@@ -20,6 +22,8 @@ import numpy as np
 
 from memstream.streams.core.lexical import BM25, terms
 from memstream.topics.models import MemoryItem
+
+log = logging.getLogger("memstream.search")
 
 # A rebuild also happens after this long, for changes a count does not show (an episode
 # deleted and another added between two searches).
@@ -123,6 +127,7 @@ class EpisodeIndexes:
         self.max_cubes = max_cubes
         self._indexes: dict[str, EpisodeIndex] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task[EpisodeIndex]] = {}
 
     def held(self, cube_id: str) -> bool:
         """Whether an index of the cube is held now (it may be rebuilt before use)."""
@@ -135,14 +140,39 @@ class EpisodeIndexes:
         counts = await query.count_by_type(cube_id)
         version = int(counts.get("EpisodicMemory", 0))
         current = self._indexes.get(cube_id)
-        if current is not None and current.version == version \
-                and time.monotonic() - current.built_at < MAX_AGE_S:
+        if current is not None and current.version == version:
+            if time.monotonic() - current.built_at >= MAX_AGE_S:
+                # only old, not known to be out of date: this search uses it, and the next
+                # ones get it rebuilt (a rebuild inside a search was its slowest one)
+                self._refresh(query, cube_id, version)
             return current
+        return await self._build(query, cube_id, version)
+
+    def _refresh(self, query: object, cube_id: str, version: int) -> None:
+        if cube_id in self._refreshing:
+            return
+        task = asyncio.create_task(self._build(query, cube_id, version, fresh_s=MAX_AGE_S),
+                                   name=f"memstream-episode-index-{cube_id}")
+        self._refreshing[cube_id] = task
+        task.add_done_callback(lambda t: self._refreshed(cube_id, t))
+
+    def _refreshed(self, cube_id: str, task: asyncio.Task[EpisodeIndex]) -> None:
+        self._refreshing.pop(cube_id, None)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("rebuilding the episode index of %s failed: %s", cube_id, exc)
+
+    async def _build(self, query: object, cube_id: str, version: int,
+                     fresh_s: float | None = None) -> EpisodeIndex:
+        """The cube's index at ``version``, rebuilt unless one is (built within ``fresh_s``
+        when given)."""
+        from memstream.sinks.query import MemoryQuery
+
+        assert isinstance(query, MemoryQuery)  # noqa: S101
         lock = self._locks.setdefault(cube_id, asyncio.Lock())
         async with lock:
             current = self._indexes.get(cube_id)
-            if current is not None and current.version == version \
-                    and time.monotonic() - current.built_at < MAX_AGE_S:
+            if current is not None and current.version == version and \
+                    (fresh_s is None or time.monotonic() - current.built_at < fresh_s):
                 return current
             episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
             index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)

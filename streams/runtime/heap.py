@@ -27,3 +27,11 @@ def freeze_startup_objects() -> int:
     frozen = gc.get_freeze_count()
     log.debug("froze %d start-up objects out of the cyclic collector's passes", frozen)
     return frozen
+
+
+def freeze_warmed_caches() -> int:
+    """Freeze again once the search caches are loaded (``streams/search/warming.py``): the
+    vectors and episode indexes of the warmed cubes live as long as their cubes are searched,
+    and a full collection walked them on every pass (dev split: passes of 20-60 ms every few
+    seconds under a search load, each one a stall of the searches under way)."""
+    return freeze_startup_objects()

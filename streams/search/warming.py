@@ -7,7 +7,8 @@ the search itself. On the dev-split cubes (bench/retrieval_quality.py) the first
 of each cube took 0.9-1.6 s against a p95 of about 0.2 s for the rest. So a worker loads
 both for the ``search.warm_cubes`` cubes whose memories changed last, one cube at a time,
 in the background, once it has started: a cube searched meanwhile just loads itself (the
-caches share one load per cube). The lemma dictionary of keyword ranking is loaded first.
+caches share one load per cube). The lemma dictionary of keyword ranking is loaded first;
+what was loaded is frozen out of the cyclic collector's passes (``streams/runtime/heap.py``).
 A cube that fails to warm is logged and skipped; warming never fails the worker.
 """
 
@@ -20,6 +21,7 @@ import time
 from memstream.sinks.vector_cache import CachedVectorStore
 from memstream.streams.core import lexical
 from memstream.streams.core.episode_index import indexes_for
+from memstream.streams.runtime.heap import freeze_warmed_caches
 from memstream.streams.runtime.stage import Deps
 
 log = logging.getLogger("memstream.search.warming")
@@ -48,6 +50,8 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
             log.warning("search caches of cube %s not warmed: %s", cube, exc)
             continue
         warmed.append(cube)
+    if warmed:
+        freeze_warmed_caches()  # out of the cyclic collector's full passes
     log.info("warmed the search caches of %d cube%s in %.1fs", len(warmed),
              "" if len(warmed) == 1 else "s", time.perf_counter() - started)
     return warmed

@@ -3,10 +3,14 @@ neighbours as an excerpt, carried by the statement extracted from it."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memstream.streams.core.episode_index import speaker_of
+import pytest
+
+from memstream.streams.core import episode_index
+from memstream.streams.core.episode_index import indexes_for, speaker_of
 from memstream.streams.core.lexical import BM25, terms
 from memstream.streams.core.retrieval import search
 from memstream.streams.core.turn_ranking import named_speakers
@@ -224,3 +228,26 @@ async def test_a_lower_hit_continuing_another_joins_it_as_one_passage(tmp_path: 
     lines = (found[0].excerpt or "").split("\n")
     assert lines[0].startswith("[2026-05-01 09:3") and len(lines) > 1
     assert all(line.startswith("[09:3") for line in lines[1:])
+
+
+async def test_an_old_index_serves_its_search_and_is_rebuilt_behind_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index older than MAX_AGE_S is not known to be out of date (the episode count is
+    unchanged): the search that finds it uses it at once, and a rebuild behind that search
+    brings what the count cannot show (an episode's text changed)."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    indexes = indexes_for(deps.query)
+    first = await indexes.get(deps.query, "alice")
+    episode = first.episodes[0]
+    await deps.store.graph.update_node("alice", episode.model_copy(
+        update={"memory": episode.memory.replace("Lisbon", "Seville")}))
+    assert await indexes.get(deps.query, "alice") is first  # young: no rebuild
+    monkeypatch.setattr(episode_index, "MAX_AGE_S", 0.0)
+    assert await indexes.get(deps.query, "alice") is first  # old: used, rebuilt behind
+    for _ in range(100):
+        if (latest := await indexes.get(deps.query, "alice")) is not first:
+            break
+        await asyncio.sleep(0.01)
+    assert any("Seville" in t.text for t in latest.turns)
+    assert not any("Lisbon" in t.text for t in latest.turns)
