@@ -30,6 +30,24 @@ log = logging.getLogger("memstream.search")
 MAX_AGE_S = 60.0
 
 
+# The index words of a turn's line, by its text: an index is rebuilt whenever its cube's
+# episodes change, the speakers' cubes of one conversation hold the same episodes, and
+# reading the words (segmenting, lemmas, stems) was most of a build (a cube's first search
+# waits for it). A plain dict emptied when full: tuples of strings are nothing the cyclic
+# collector walks (``streams/runtime/heap.py``).
+_LINE_TERMS: dict[str, tuple[str, ...]] = {}
+LINE_TERMS_HELD = 100_000
+
+
+def _line_terms(line: str) -> tuple[str, ...]:
+    found = _LINE_TERMS.get(line)
+    if found is None:
+        if len(_LINE_TERMS) >= LINE_TERMS_HELD:
+            _LINE_TERMS.clear()
+        found = _LINE_TERMS[line] = tuple(terms(indexed(line)))
+    return found
+
+
 @dataclass(frozen=True)
 class TurnRef:
     """One turn: its episode (position in ``EpisodeIndex.episodes``), line and message id."""
@@ -102,10 +120,14 @@ class EpisodeIndex:
                 turns.append(TurnRef(pos, line_no, ids[line_no] if line_no < len(ids) else None,
                                      line))
                 sessions.append(episode.metadata.session_id or f"episode:{episode.id}")
+        turn_terms = [_line_terms(t.text) for t in turns]
+        episode_terms: list[list[str]] = [[] for _ in episodes]
+        for turn, words in zip(turns, turn_terms, strict=True):  # an episode's words are its
+            episode_terms[turn.episode].extend(words)  # lines' (no word spans a line break)
         index = cls(
             episodes=episodes, turns=turns, session_of_turn=sessions,
-            turn_bm25=BM25([terms(indexed(t.text)) for t in turns]),
-            episode_bm25=BM25([terms(indexed(e.memory)) for e in episodes]),
+            turn_bm25=BM25(turn_terms),
+            episode_bm25=BM25(episode_terms),
             episode_of_turn=np.asarray([t.episode for t in turns], dtype=np.int64),
             position={e.id: i for i, e in enumerate(episodes)},
             built_at=time.monotonic(), version=version)
