@@ -17,11 +17,15 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memstream.streams.core.lexical import BM25, terms
 from memstream.topics.models import MemoryItem
+
+if TYPE_CHECKING:
+    from memstream.sinks.query import MemoryQuery
 
 log = logging.getLogger("memstream.search")
 
@@ -170,7 +174,7 @@ class EpisodeIndexes:
             return current
         return await self._build(query, cube_id, version)
 
-    def _refresh(self, query: object, cube_id: str, version: int) -> None:
+    def _refresh(self, query: MemoryQuery, cube_id: str, version: int) -> None:
         if cube_id in self._refreshing:
             return
         task = asyncio.create_task(self._build(query, cube_id, version, fresh_s=MAX_AGE_S),
@@ -183,13 +187,10 @@ class EpisodeIndexes:
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.warning("rebuilding the episode index of %s failed: %s", cube_id, exc)
 
-    async def _build(self, query: object, cube_id: str, version: int,
+    async def _build(self, query: MemoryQuery, cube_id: str, version: int,
                      fresh_s: float | None = None) -> EpisodeIndex:
         """The cube's index at ``version``, rebuilt unless one is (built within ``fresh_s``
         when given)."""
-        from memstream.sinks.query import MemoryQuery
-
-        assert isinstance(query, MemoryQuery)  # noqa: S101
         lock = self._locks.setdefault(cube_id, asyncio.Lock())
         async with lock:
             current = self._indexes.get(cube_id)

@@ -9,7 +9,9 @@ stalled the searches in flight (their p95 and max). Freezing what exists once th
 has started moves those objects out of the collector's reach (``gc.freeze``): later passes
 walk only what was made since. Frozen objects are still freed when their last reference
 goes; only a reference cycle among them would outlive its use, and what exists at start-up
-lives as long as the process anyway.
+lives as long as the process anyway. The search caches a worker warms once it has started
+(``streams/search/warming.py``) are start-up objects too and are frozen when loaded: full
+passes walked them every few seconds under a search load (20-60 ms each on the dev split).
 """
 
 from __future__ import annotations
@@ -28,10 +30,3 @@ def freeze_startup_objects() -> int:
     log.debug("froze %d start-up objects out of the cyclic collector's passes", frozen)
     return frozen
 
-
-def freeze_warmed_caches() -> int:
-    """Freeze again once the search caches are loaded (``streams/search/warming.py``): the
-    vectors and episode indexes of the warmed cubes live as long as their cubes are searched,
-    and a full collection walked them on every pass (dev split: passes of 20-60 ms every few
-    seconds under a search load, each one a stall of the searches under way)."""
-    return freeze_startup_objects()

@@ -21,7 +21,7 @@ import time
 from memstream.sinks.vector_cache import CachedVectorStore
 from memstream.streams.core import lexical
 from memstream.streams.core.episode_index import indexes_for
-from memstream.streams.runtime.heap import freeze_warmed_caches
+from memstream.streams.runtime.heap import freeze_startup_objects
 from memstream.streams.runtime.stage import Deps
 
 log = logging.getLogger("memstream.search.warming")
@@ -51,7 +51,7 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
             continue
         warmed.append(cube)
     if warmed:
-        freeze_warmed_caches()  # out of the cyclic collector's full passes
+        freeze_startup_objects()  # out of the cyclic collector's full passes
     log.info("warmed the search caches of %d cube%s in %.1fs", len(warmed),
              "" if len(warmed) == 1 else "s", time.perf_counter() - started)
     return warmed
