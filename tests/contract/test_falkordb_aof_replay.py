@@ -10,7 +10,9 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,13 @@ from memstream.local.processes import pid_alive
 
 GRAPH = "g"
 N = 100
+# The last write's slow expression, reduce(s = 0, i IN range(1, SLOW) | s + i), runs for
+# ~0.2 s over two changes, far above the effects threshold the mixed log sets. FalkorDB
+# decides per write without parameters (those are always logged as queries); at its default
+# 0.3 ms a loaded machine may log the two-node create as effects too, and the log then
+# replayed without the crash (a CI run).
+SLOW = 3_000_000
+EFFECTS_THRESHOLD_US = 20_000
 
 
 async def query(client: redis.asyncio.Redis, text: str, **params: object) -> list[list[object]]:
@@ -50,8 +59,8 @@ async def write_pattern(client: redis.asyncio.Redis) -> None:
     await query(client, "CREATE (:M {k: 'c0'})-[:R {w: 1}]->(:M {k: 'c1'})")
     await query(
         client,
-        "MATCH (n:M {k: 'c0'})-[r:R]->() WITH n, r, reduce(s = 0, i IN range(1, 300000) | s + i)"
-        " AS slow SET n.v = slow, r.w = 2",
+        "MATCH (n:M {k: 'c0'})-[r:R]->() WITH n, r,"
+        f" reduce(s = 0, i IN range(1, {SLOW}) | s + i) AS slow SET n.v = slow, r.w = 2",
     )
 
 
@@ -61,7 +70,7 @@ async def read_all(client: redis.asyncio.Redis) -> list[list[object]]:
     )
 
 
-EXPECTED = [[b"c0", 45000150000, 2, b"c1"], [b"c1", None, None, None]]
+EXPECTED = [[b"c0", SLOW * (SLOW + 1) // 2, 2, b"c1"], [b"c1", None, None, None]]
 
 
 async def kill(server: FalkorDBServer, sig: signal.Signals) -> None:
@@ -102,13 +111,33 @@ async def mixed_log(data: Path, sig: signal.Signals) -> FalkorDBServer:
     server = FalkorDBServer(data)
     await server.start()
     client = redis.asyncio.Redis.from_url(server.uri)
-    await client.execute_command("GRAPH.CONFIG", "SET", "EFFECTS_THRESHOLD", 300)  # type: ignore[no-untyped-call]
+    await client.execute_command(  # type: ignore[no-untyped-call]
+        "GRAPH.CONFIG", "SET", "EFFECTS_THRESHOLD", EFFECTS_THRESHOLD_US)
     await write_pattern(client)
     await client.save()  # a snapshot on disk, whatever the stop
     await client.aclose()
+    await logged_as_mixed(data)
     await kill(server, sig)  # SIGTERM: redis saves its snapshot, as the old stop did
     await server.stop()
     return server
+
+
+async def logged_as_mixed(data: Path, timeout: float = 10.0) -> None:
+    """Until the append-only file on disk holds the pattern as the crash needs it: every write
+    as a query but the last, logged as effects. Redis may hold back its write to the file
+    while an earlier fsync is slow (a busy disk), and a kill then takes the tail with it."""
+    deadline = time.monotonic() + timeout
+    logged: list[bytes] = []
+    while time.monotonic() < deadline:
+        logged = [
+            kind
+            for part in sorted((data / "appendonlydir").glob("*.incr.aof"))
+            for kind in re.findall(rb"GRAPH\.(QUERY|EFFECT)", part.read_bytes())
+        ]
+        if logged and logged[-1] == b"EFFECT":
+            break
+        await asyncio.sleep(0.05)
+    assert logged == [b"QUERY"] * 6 + [b"EFFECT"], f"the log holds {logged}"
 
 
 async def test_a_crashing_log_after_a_clean_stop_recovers_from_the_snapshot(
