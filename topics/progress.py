@@ -121,7 +121,7 @@ class Progress:
         """Until the group committed ``target`` on ``tp``; ``written``: the offset of the
         caller's own write, which must still be in the log (else ``WriteLost`` at once)."""
         next_check = 0.0
-        while await self.committed(tp, deadline) < target:
+        while (done := await self.committed(tp, deadline)) < target:
             if written is not None and time.monotonic() >= next_check:
                 end = await self.end_offset(tp, deadline)
                 if end <= written:
@@ -133,5 +133,5 @@ class Progress:
             if time.monotonic() >= deadline:
                 raise NotAppliedYet(
                     f"workers have not processed {tp.topic}[{tp.partition}] up to offset "
-                    f"{target} yet; is a worker running?")
+                    f"{target} yet (they are at {done}); is a worker running?")
             await asyncio.sleep(poll_s)
