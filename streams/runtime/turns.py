@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import faust
-from faust.types import EventT
+from faust.types import AppT, EventT
 
 from memstream.streams.runtime.stage import RawRecord
 
@@ -56,10 +56,45 @@ class Held:
     raw: RawRecord
     ack: Callable[[], object] = _nothing  # once handled: lets its offset be committed
     current: Callable[[], bool] = _always  # False once a rebalance redelivers it anyway
+    release: Callable[[], None] = _nothing  # no longer pending (``ack`` releases it too)
 
     @property
     def key(self) -> Key:
         return (self.raw.topic, self.raw.partition)
+
+
+_PENDING = "_memstream_pending"
+
+
+def pending(app: AppT) -> Counter[Key]:
+    """Records of ``app`` held and neither handled nor dropped yet, by partition: a partition
+    with none is idle here (``group_commits`` reads it before fetching one again)."""
+    counts: Counter[Key] | None = getattr(app, _PENDING, None)
+    if counts is None:
+        counts = Counter()
+        setattr(app, _PENDING, counts)
+    return counts
+
+
+class _Claim:
+    """One held record's place in its partition's pending count, given back once."""
+
+    __slots__ = ("counts", "key", "event", "open")
+
+    def __init__(self, counts: Counter[Key], key: Key, event: EventT[Any]) -> None:
+        self.counts, self.key, self.event, self.open = counts, key, event, True
+        counts[key] += 1
+
+    def release(self) -> None:
+        if self.open:
+            self.open = False
+            self.counts[self.key] -= 1
+            if self.counts[self.key] <= 0:
+                del self.counts[self.key]
+
+    def ack(self) -> object:
+        self.release()
+        return self.event.ack()
 
 
 def hold(app: faust.App, events: Sequence[EventT[Any]],
@@ -71,20 +106,27 @@ def hold(app: faust.App, events: Sequence[EventT[Any]],
     rebalance began are fetched again from the last commit, and handling (and acking) the
     buffered copies first would ack offsets after a gap, which faust may commit past."""
     held = []
+    counts = pending(app)
     for event in events:
         event.message.incref()  # faust's ack after the agent's batch leaves this one
         fetched_in = event.message.generation_id
-        held.append(Held(raw_of(event), event.ack, _in_generation(
-            app, app.consumer_generation_id if fetched_in is None else fetched_in)))
+        raw = raw_of(event)
+        claim = _Claim(counts, (raw.topic, raw.partition), event)
+        held.append(Held(raw, claim.ack, _in_generation(
+            app, app.consumer_generation_id if fetched_in is None else fetched_in),
+            claim.release))
     return held
 
 
 def current_only(batch: Sequence[Held]) -> tuple[list[Held], list[Held]]:
-    """The records of ``batch`` still current, and those left to be read again."""
+    """The records of ``batch`` still current, and those left to be read again (no longer
+    pending)."""
     kept: list[Held] = []
     gone: list[Held] = []
     for h in batch:
         (kept if h.current() else gone).append(h)
+    for h in gone:
+        h.release()
     if gone:
         log.debug("%s[%s]: %d records from before a rebalance left to be read again "
                   "(offsets %s-%s)", gone[0].raw.topic, gone[0].raw.partition, len(gone),

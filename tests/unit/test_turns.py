@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from memstream.streams.runtime.stage import RawRecord
-from memstream.streams.runtime.turns import Held, TurnQueue, hold
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, pending
 
 
 def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:
@@ -101,3 +101,30 @@ def test_a_record_is_current_only_in_the_generation_it_was_fetched_in() -> None:
     assert fetched.current() and unstamped.current()
     app.consumer_generation_id = 4  # the next rebalance: none of them is handled any more
     assert not fetched.current() and not unstamped.current()
+
+
+def test_a_partition_is_pending_until_its_held_records_are_handled_or_dropped() -> None:
+    """``group_commits`` fetches a partition again only when nothing of it is held: records
+    past its committed offset may be handled first after a rebalance, while the one at that
+    offset still waits its turn."""
+    app = SimpleNamespace(consumer_generation_id=3)
+    acked: list[int] = []
+
+    def event(offset: int, fetched_in: int) -> SimpleNamespace:
+        message = SimpleNamespace(generation_id=fetched_in, incref=lambda: None)
+        return SimpleNamespace(message=message, ack=lambda: acked.append(offset), offset=offset)
+
+    def raw(e: Any) -> RawRecord:
+        return RawRecord("t", 1, e.offset, b"k", b"{}")
+
+    stale, first, second = hold(app, [event(4, 2), event(5, 3), event(6, 3)],  # type: ignore[arg-type,list-item]
+                                raw)
+    assert pending(app)[("t", 1)] == 3  # type: ignore[arg-type]
+    kept, gone = current_only([stale, first])
+    assert kept == [first] and gone == [stale]
+    assert pending(app)[("t", 1)] == 2  # type: ignore[arg-type]
+    first.ack()
+    first.ack()  # acked twice: released once
+    assert pending(app)[("t", 1)] == 1 and acked == [5, 5]  # type: ignore[arg-type]
+    second.ack()
+    assert ("t", 1) not in pending(app)  # type: ignore[arg-type]
