@@ -123,7 +123,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
         self, cube_id: str, uses: Mapping[str, Sequence[UsageRecord]], keep: int,
         seen: Sequence[MemoryItem] = (),
     ) -> int:
-        wanted = [i for i in _unique(list(uses)) if uses[i]]
+        wanted = [i for i, records in uses.items() if records]  # keys: unique already
         wanted_set = set(wanted)
         known = {n.id: n for n in seen if n.id in wanted_set}
         updated = 0

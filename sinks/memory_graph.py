@@ -135,8 +135,9 @@ class InMemoryGraphStore(InMemoryLogRefs):
         seen: Sequence[MemoryItem] = (),
     ) -> int:
         cube = self._cube(cube_id)
-        wanted = [i for i in _unique(list(uses)) if uses[i]]
-        known = {n.id: n for n in seen if n.id in set(wanted)}
+        wanted = [i for i, records in uses.items() if records]  # keys: unique already
+        asked = set(wanted)
+        known = {n.id: n for n in seen if n.id in asked}
         updated = 0
         for node_id, as_seen in known.items():  # compare-and-set on the history as seen
             current = cube.get(node_id)

@@ -29,4 +29,3 @@ def freeze_startup_objects() -> int:
     frozen = gc.get_freeze_count()
     log.debug("froze %d start-up objects out of the cyclic collector's passes", frozen)
     return frozen
-

@@ -166,19 +166,21 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
-def _size(reply: Reply) -> int:
-    """A reply's size for the limit: its JSON as the client opens it, or the record as sent
-    when that is larger (a small sealed value); compression makes most records smaller."""
-    plain = REPLIES.plain(reply)
+def _size(reply: Reply, plain: bytes | None = None) -> int:
+    """A reply's size for the limit: its JSON as the client opens it (``plain``, made here if
+    not given), or the record as sent when that is larger (a small sealed value); compression
+    makes most records smaller."""
+    plain = REPLIES.plain(reply) if plain is None else plain
     return max(len(plain), len(REPLIES.encode(reply, plain)))
 
 
 def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
     """The reply as it may be sent: at most ``limits.event_bytes`` (``_size``), a page cut
     again until it fits."""
-    if len(REPLIES.plain(reply)) + sealing_overhead(reply.cube_id) <= limits.event_bytes:
+    json = REPLIES.plain(reply)
+    if len(json) + sealing_overhead(reply.cube_id) <= limits.event_bytes:
         return reply  # compression never lengthens a value, and sealing adds a fixed head
-    size = _size(reply)
+    size = _size(reply, json)
     if size <= limits.event_bytes:
         return reply
     result = reply.result
