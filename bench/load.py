@@ -173,7 +173,9 @@ class WorkerProcess:
 
     async def start(self, timeout_s: float = 180.0) -> None:
         env = {**os.environ, **settings_env(self.settings), **self.extra_env,
-               "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+               # the repository first, then the caller's own path (a profiling hook)
+               "PYTHONPATH": os.pathsep.join(filter(None, (
+                   str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))))}
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         out = self.log_path.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module

@@ -115,6 +115,10 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     now = deps.clock()
     verdicts: dict[str, Verdict | None] = {}
     partial = chunks.heads(unique, nodes) if deps.settings.memory.conflict_detection else set()
+    # Facts decided independent are activated together: one write for a chunk's facts
+    # instead of one each (each write is a graph and a vector round trip). Written before
+    # anything else reads the store: the next chunk's review, a merge, a redelivered fact.
+    held = Activations(deps)
     for nid, record in unique.items():
         node = nodes[nid]
         base: dict[str, Any] = {
@@ -126,6 +130,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
             if chunk_key(record) in partial:
                 continue  # decided with the chunk's last fact (streams.memory.chunks)
             if nid not in verdicts:  # the chunk's first undecided fact: judge them all at once
+                await held.flush()
                 earlier = await chunks.undecided(deps, node, unique)
                 rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
                 with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
@@ -138,11 +143,12 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                     out += await decide(sibling, sibling_row, {
                         **base, "user_id": sibling.metadata.user_id,
                         "cause_event_id": derived_event_id("extracted", sibling.id)},
-                        deps, verdicts.get(sibling.id))
-            out += await decide(node, vectors[nid], base, deps, verdicts.get(nid))
+                        deps, verdicts.get(sibling.id), held)
+            out += await decide(node, vectors[nid], base, deps, verdicts.get(nid), held)
         elif nid in vectors:
             out.append(added(node, base))
         else:
+            await held.flush()
             if record.value.index == record.value.count - 1 and judged(node, deps) \
                     and deps.settings.memory.conflict_detection:
                 # the chunk's last fact decided the facts an earlier batch left undecided:
@@ -154,6 +160,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                         "cause_event_id": derived_event_id("extracted", sibling.id)}, deps)
             out += await redeliver(node, base, deps)
 
+    await held.flush()
     out = slim_added(out, records)
     touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}
     for memory_type in sorted(touched):
@@ -234,18 +241,42 @@ def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
             reason=f"merged into {kept}", **base)), *copy]
 
 
+class Activations:
+    """Nodes decided independent, activated (with their working copies) by one write."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.writes: list[tuple[MemoryItem, Sequence[float]]] = []
+
+    def add(self, node: MemoryItem, row: Sequence[float]) -> None:
+        # the copy first: the node's activation marks it decided (a redelivery re-decides
+        # a node written generated, and finishes the copy of an activated one)
+        self.writes += [(working_copy(node), row), (node, row)]
+
+    async def flush(self) -> None:
+        if self.writes:
+            writes, self.writes = self.writes, []
+            with tracing.span("memstream.memory.write",
+                              {"memstream.outcome": "added", "memstream.nodes": len(writes)}):
+                await self.deps.store.write(writes)
+
+
 async def decide(
     node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps,
-    verdict: Verdict | None = None,
+    verdict: Verdict | None = None, held: Activations | None = None,
 ) -> list[Outgoing]:
     """Apply the chunk review's ``verdict`` on a ``generated`` node (None: independent).
 
     A decision an earlier attempt recorded but did not apply is applied, not taken again. A
     verdict naming a candidate that an earlier fact of the chunk merged away is dropped.
+    An independent node is activated by ``held`` when given (its caller writes it before the
+    store is read again), else here.
     """
     cube_id = node.metadata.cube_id
     merge = None
     recorded = await recorded_merge(deps, cube_id, node.id)
+    if held is not None and (recorded is not None or verdict is not None):
+        await held.flush()  # a merge reads the store: what was decided before is in it
     if recorded is not None:
         edge, note = recorded
         partner = await deps.query.get_node(
@@ -274,8 +305,10 @@ async def decide(
         await deps.store.add_edges(cube_id, conflicts)
     if merge is None:
         # Working copy and the node's activation in one write: activation marks it decided.
-        with tracing.span("memstream.memory.write", {"memstream.outcome": "added"}):
-            await deps.store.write([(working_copy(node), row), (node, row)])
+        pending = held or Activations(deps)
+        pending.add(node, row)
+        if held is None:
+            await pending.flush()
         return [*refusals, added(node, base), *linked(conflicts, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     with tracing.span("memstream.memory.write", {"memstream.outcome": "merged"}):
