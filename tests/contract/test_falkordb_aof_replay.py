@@ -24,11 +24,13 @@ from memstream.local.processes import pid_alive
 GRAPH = "g"
 N = 100
 # The last write's slow expression, reduce(s = 0, i IN range(1, SLOW) | s + i), runs for
-# ~0.2 s over two changes, far above the effects threshold the mixed log sets. FalkorDB
+# ~1.3 s over two changes, far above the effects threshold the mixed log sets. FalkorDB
 # decides per write without parameters (those are always logged as queries); at its default
 # 0.3 ms a loaded machine may log the two-node create as effects too, and the log then
-# replayed without the crash (a CI run).
-SLOW = 3_000_000
+# replayed without the crash (a CI run). The cut is not the time per change in microseconds:
+# with the threshold below, a 0.13 s write of two changes was logged as a query on a fast
+# machine and a 0.44 s one as effects, so the slow write is made long enough for any machine.
+SLOW = 30_000_000
 EFFECTS_THRESHOLD_US = 20_000
 
 

@@ -1,5 +1,6 @@
 """The optimizer's processor gives way to ingestion: while extraction or the add stage has
-work it rests after each batch as long as the batch took, and runs flat out otherwise."""
+work it rests after each batch a share of the time the batch took
+(``worker.optimizer_yield_ratio``), and runs flat out otherwise."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from memstream.topics.settings import Settings
 BATCH_S = 0.2
 
 
-def processor(ingestion: tuple[StageStats, ...], max_yield_s: float = 5.0) -> Processor:
+def processor(ingestion: tuple[StageStats, ...], max_yield_s: float = 5.0,
+              ratio: float | None = None) -> Processor:
     async def send(outgoing: Sequence[Outgoing]) -> None:
         return None
 
-    settings = Settings(worker={"optimizer_max_yield_s": max_yield_s})
+    worker: dict[str, float] = {"optimizer_max_yield_s": max_yield_s}
+    if ratio is not None:
+        worker["optimizer_yield_ratio"] = ratio
+    settings = Settings(worker=worker)
     bound = SimpleNamespace(services={"ingestion": ingestion}, send=send, app=None,
                             settings=settings)
     deps = SimpleNamespace(settings=settings, clock=None)
@@ -53,13 +58,20 @@ async def test_runs_flat_out_when_ingestion_is_idle() -> None:
     assert await three_batches(proc) < 3 * BATCH_S + 0.25
 
 
-async def test_rests_as_long_as_each_batch_while_ingestion_has_work() -> None:
+async def test_rests_a_share_of_each_batch_while_ingestion_has_work() -> None:
     busy = StageStats(in_flight=1)
+    # by default a quarter of the batch's time follows each batch (after its ack): 3 batches,
+    # 2 rests
+    share = Settings().worker.optimizer_yield_ratio
+    assert share == 0.25
     took = await three_batches(processor((busy,)))
-    # a rest as long as the batch follows each batch (after its ack): 3 batches, 2 rests
+    assert (3 + 2 * share) * BATCH_S - 0.05 <= took < (3 + 2 * share) * BATCH_S + 0.25
+    # as long as the batch with a ratio of 1
+    took = await three_batches(processor((busy,), ratio=1.0))
     assert 5 * BATCH_S - 0.05 <= took < 5 * BATCH_S + 0.5
     # the rest is bounded (worker.optimizer_max_yield_s)
-    assert await three_batches(processor((busy,), max_yield_s=0.05)) < 3 * (BATCH_S + 0.05) + 0.25
+    assert await three_batches(processor((busy,), max_yield_s=0.05, ratio=1.0)) \
+        < 3 * (BATCH_S + 0.05) + 0.25
 
 
 async def test_counts_a_batch_finished_since_it_last_looked_as_ingestion() -> None:
