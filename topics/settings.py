@@ -196,8 +196,8 @@ class WorkerSettings(BaseModel):
     # CPU is small, ~1 % of the worker's samples under bench/load.py: a batch's time is mostly
     # waiting for the stores and the embedder that ingestion keeps busy, so long rests only
     # make its partitions wait; 2 s did not slow ingestion down against 5 s. On the dev split
-    # (bench/load.py), a ratio of 1 left the optimizer 97 s behind the last chunk applied,
-    # 0.25 left it 48 s behind, and the add stage took 221 s against 212 s.)
+    # (bench/load.py, docs/benchmarks.md sixth round), with 1 it caught up 51 s after the last
+    # chunk was applied, with 0.25 4-5 s after, and the add stage took 287-301 s against 295.)
     optimizer_yield_ratio: float = Field(default=0.25, ge=0)
     optimizer_max_yield_s: float = Field(default=2.0, ge=0)
     # How long less urgent work waits for urgent events already in reorganize.high to be

@@ -145,6 +145,21 @@ async def test_with_a_model_a_newer_contradicting_statement_archives_the_older(
     assert active.id in found and archived.id not in found
 
 
+async def test_a_fact_decided_earlier_in_the_same_batch_is_judged_against(
+    tmp_path: Path,
+) -> None:
+    """A chunk's independent facts are activated together, before the next chunk of the batch
+    is reviewed: one batch decides as the same facts delivered one at a time do."""
+    deps = memory_deps(tmp_path, llm=ScriptedLLM({}))
+    older, newer = item("Alice lives in Berlin."), item("Alice moved to Lisbon.", day=1)
+    out = await sent(await add_memories(records([older, newer]), deps))
+    (active,) = await stored(deps, status="activated")
+    (archived,) = await stored(deps, status="archived")
+    assert "Lisbon" in active.memory and archived.memory == "Alice lives in Berlin."
+    assert [u.node_id for u in updates(out, "archived")] == [archived.id]
+    assert [w.metadata.origin_id for w in await stored(deps, "WorkingMemory")] == [active.id]
+
+
 async def test_a_redelivered_merge_is_announced_again_not_decided_again(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
