@@ -263,19 +263,19 @@ class Activations:
 
 async def decide(
     node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps,
-    verdict: Verdict | None = None, held: Activations | None = None,
+    verdict: Verdict | None, held: Activations,
 ) -> list[Outgoing]:
     """Apply the chunk review's ``verdict`` on a ``generated`` node (None: independent).
 
     A decision an earlier attempt recorded but did not apply is applied, not taken again. A
     verdict naming a candidate that an earlier fact of the chunk merged away is dropped.
-    An independent node is activated by ``held`` when given (its caller writes it before the
-    store is read again), else here.
+    An independent node is activated by ``held`` (its caller writes it before the store is read
+    again).
     """
     cube_id = node.metadata.cube_id
     merge = None
     recorded = await recorded_merge(deps, cube_id, node.id)
-    if held is not None and (recorded is not None or verdict is not None):
+    if recorded is not None or verdict is not None:
         await held.flush()  # a merge reads the store: what was decided before is in it
     if recorded is not None:
         edge, note = recorded
@@ -304,11 +304,8 @@ async def decide(
     if conflicts := conflict_edges(node, suspected):
         await deps.store.add_edges(cube_id, conflicts)
     if merge is None:
-        # Working copy and the node's activation in one write: activation marks it decided.
-        pending = held or Activations(deps)
-        pending.add(node, row)
-        if held is None:
-            await pending.flush()
+        # copy and activation written together (``Activations``): activation marks it decided
+        held.add(node, row)
         return [*refusals, added(node, base), *linked(conflicts, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     with tracing.span("memstream.memory.write", {"memstream.outcome": "merged"}):
