@@ -37,7 +37,7 @@ from memstream.streams.runtime.stage import (
     is_outage,
     make_batch_handler,
 )
-from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
+from memstream.streams.runtime.turns import Held, TurnQueue, hold, serve
 from memstream.topics.headers import headers_for
 from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.members import worker_client_id
@@ -260,15 +260,7 @@ def register_batch_agent(
         stats.processed += len(batch)
 
     async def run() -> None:
-        while True:
-            taken = queue.take_round(batch_size, partitions)
-            if not taken:
-                await queue.arrival()
-                continue
-            # records held from before a rebalance are fetched again (streams.runtime.turns)
-            batches = [current_only(b)[0] for b in taken]
-            # one batch per partition at a time, partitions at once (cubes never share a batch)
-            await asyncio.gather(*(one(b) for b in batches if b))
+        await serve(queue, batch_size, partitions, one)
 
     runner = Runner(name, run)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,30 +161,17 @@ class TurnQueue:
         self.size += len(items)
         self._arrived.set()
 
-    def next(self) -> tuple[int, Key] | None:
-        """The (lane, partition) to take next: the most urgent lane holding records, and of
-        its partitions the one after the partition taken last (in turn)."""
+    def next(self, busy: Collection[Key] = ()) -> tuple[int, Key] | None:
+        """The (lane, partition) to take next: the most urgent lane holding records of a
+        partition not ``busy`` (one with a batch under way), and of its partitions the one
+        after the partition taken last (in turn)."""
         for lane in sorted(self.lanes):
-            keys = sorted(self.lanes[lane])
+            keys = [k for k in sorted(self.lanes[lane]) if k not in busy]
             if keys:
                 last = self.served.get(lane)
                 after = (k for k in keys if last is None or k > last)
                 return lane, next(after, keys[0])
         return None
-
-    def take_round(self, limit: int, partitions: int) -> list[list[Held]]:
-        """A batch (at most ``limit``) from each of up to ``partitions`` partitions of the most
-        urgent lane, in turn: batches that may run at once (each partition keeps its order,
-        as long as the next round waits for this one)."""
-        batches: list[list[Held]] = []
-        lane: int | None = None
-        while len(batches) < partitions and (chosen := self.next()) is not None:
-            if lane is not None and (chosen[0] != lane
-                                     or any(b[0].key == chosen[1] for b in batches)):
-                break
-            lane = chosen[0]
-            batches.append(self.take(*chosen, limit))
-        return batches
 
     def take(self, lane: int, key: Key, limit: int) -> list[Held]:
         waiting = self.lanes[lane][key]
@@ -203,3 +190,39 @@ class TurnQueue:
         """Wait until records are put (returns at once if some came since the last wait)."""
         await self._arrived.wait()
         self._arrived.clear()
+
+
+async def serve(queue: TurnQueue, batch_size: int, slots: int,
+                handle: Callable[[list[Held]], Coroutine[Any, Any, None]]) -> None:
+    """Hand ``queue``'s records of lane 0 to ``handle`` a batch (at most ``batch_size``) per
+    partition at a time, up to ``slots`` partitions at once, each slot refilled as soon as
+    its batch is done: one partition's embedding runs while another's batch does its store
+    work, and a slow batch holds up only its own partition's next one (a partition's batches
+    stay in log order). Records held from before a rebalance are fetched again, not handled
+    (``current_only``). Cancelled, it cancels the batches under way (not acked, so
+    redelivered); a failure escaping ``handle`` is raised once the other batches are done."""
+    running: dict[Key, asyncio.Task[None]] = {}
+    arrived: asyncio.Task[None] | None = None
+    try:
+        while True:
+            while len(running) < slots and (chosen := queue.next(running)) is not None:
+                batch = current_only(queue.take(*chosen, batch_size))[0]
+                if batch:
+                    running[chosen[1]] = asyncio.create_task(handle(batch))
+            arrived = arrived or asyncio.create_task(queue.arrival())
+            await asyncio.wait([*running.values(), arrived], return_when=asyncio.FIRST_COMPLETED)
+            for key, task in list(running.items()):
+                if task.done():
+                    del running[key]
+                    task.result()
+            if arrived.done():
+                arrived = None
+    except asyncio.CancelledError:
+        for task in running.values():
+            task.cancel()
+        raise
+    finally:
+        if arrived is not None:
+            arrived.cancel()
+        if running:
+            await asyncio.wait(running.values())

@@ -1,5 +1,6 @@
 """A stage's held records are taken a batch per partition in turn, most urgent lane first,
-each partition in log order; the queue holds a bounded number."""
+each partition in log order, a slot per partition under way; the queue holds a bounded
+number."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from memstream.streams.runtime.stage import RawRecord
-from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, pending
+from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold, pending, serve
 
 
 def held(topic: str, partition: int, offset: int, acked: list[int] | None = None) -> Held:
@@ -65,21 +66,73 @@ async def test_arrival_wakes_a_waiting_runner() -> None:
     await asyncio.wait_for(waiting, 1)
 
 
-async def test_a_round_takes_one_batch_from_each_partition_of_the_most_urgent_lane() -> None:
+async def test_a_partition_with_a_batch_under_way_is_passed_over() -> None:
     queue = TurnQueue(limit=100)
     await queue.put(0, [held("t", 1, i) for i in range(3)])
     await queue.put(0, [held("t", 0, i) for i in range(2)])
     await queue.put(1, [held("low", 0, 0)])
 
-    def offsets(batches: list[list[Held]]) -> list[list[tuple[int, int]]]:
-        return [[(h.raw.partition, h.raw.offset) for h in b] for b in batches]
+    assert queue.next() == (0, ("t", 0))
+    assert queue.next(busy={("t", 0)}) == (0, ("t", 1))
+    # every partition of the urgent lane busy: the next lane's
+    assert queue.next(busy={("t", 0), ("t", 1)}) == (1, ("low", 0))
 
-    assert offsets(queue.take_round(2, partitions=4)) == [[(0, 0), (0, 1)], [(1, 0), (1, 1)]]
-    assert offsets(queue.take_round(2, partitions=4)) == [[(1, 2)]]
-    assert offsets(queue.take_round(2, partitions=4)) == [[(0, 0)]]  # then the lower lane
-    assert queue.take_round(2, partitions=4) == []
-    await queue.put(0, [held("t", p, 0) for p in range(3)])
-    assert len(queue.take_round(5, partitions=2)) == 2
+
+async def test_serve_refills_a_slot_as_soon_as_its_batch_is_done() -> None:
+    """A slow batch of one partition holds up only that partition: the other partition's
+    batches run one after another beside it, each partition in log order."""
+    queue = TurnQueue(limit=100)
+    await queue.put(0, [held("t", 0, i) for i in range(4)])
+    await queue.put(0, [held("t", 1, i) for i in range(6)])
+    slow = asyncio.Event()
+    handled: list[tuple[int, list[int]]] = []
+    under_way: set[int] = set()
+    most = 0
+
+    async def handle(batch: list[Held]) -> None:
+        nonlocal most
+        partition = batch[0].raw.partition
+        assert partition not in under_way  # one batch per partition at a time
+        under_way.add(partition)
+        most = max(most, len(under_way))
+        if partition == 0:
+            await slow.wait()
+        await asyncio.sleep(0)
+        handled.append((partition, [h.raw.offset for h in batch]))
+        under_way.discard(partition)
+
+    server = asyncio.create_task(serve(queue, 2, 2, handle))
+    for _ in range(100):
+        await asyncio.sleep(0)
+    # partition 1 went through all its batches while partition 0's first was under way
+    assert handled == [(1, [0, 1]), (1, [2, 3]), (1, [4, 5])]
+    slow.set()
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert [h for h in handled if h[0] == 0] == [(0, [0, 1]), (0, [2, 3])]
+    assert most == 2
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+
+
+async def test_a_stopped_server_leaves_its_batches_under_way_unacked() -> None:
+    queue = TurnQueue(limit=100)
+    acked: list[int] = []
+    await queue.put(0, [held("t", 0, i, acked) for i in range(2)])
+    started = asyncio.Event()
+
+    async def handle(batch: list[Held]) -> None:
+        started.set()
+        await asyncio.sleep(60)
+        for h in batch:
+            h.ack()
+
+    server = asyncio.create_task(serve(queue, 10, 2, handle))
+    await asyncio.wait_for(started.wait(), 1)
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+    assert server.cancelled()
+    assert acked == []  # redelivered to the partition's next owner
 
 
 def test_a_record_is_current_only_in_the_generation_it_was_fetched_in() -> None:
