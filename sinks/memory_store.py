@@ -308,8 +308,11 @@ class MemoryStore:
         memory_types: Sequence[MemoryType] | None = None,
         filters: Sequence[Filter] = (),
         status: Status | None = "activated",
+        min_score: float | None = None,
     ) -> list[tuple[MemoryItem, float]]:
-        """Top-k nodes by cosine similarity, joined with the graph (see module doc)."""
+        """Top-k nodes by cosine similarity, joined with the graph (see module doc); with
+        ``min_score``, only those scoring at least that (the rest are never read from the
+        graph: a new fact's conflict candidates are usually none)."""
         if top_k <= 0:
             return []
         pushed = [f for f in filters if vector_filter_supported(f)]
@@ -318,9 +321,12 @@ class MemoryStore:
         while True:
             fetch = min(fetch, max(self._max_fetch, top_k))
             hits = await self.vectors.search(cube_id, vector, fetch, memory_types, status, pushed)
-            nodes = {n.id: n for n in await self.graph.get_nodes(cube_id, [h.id for h in hits])}
+            scored = hits if min_score is None else [h for h in hits if h.score >= min_score]
+            if not scored:
+                return []
+            nodes = {n.id: n for n in await self.graph.get_nodes(cube_id, [h.id for h in scored])}
             found: list[tuple[MemoryItem, float]] = []
-            for hit in hits:
+            for hit in scored:
                 node = nodes.get(hit.id)
                 if node is None:
                     continue  # a half-written or half-deleted unit: never returned
@@ -333,8 +339,8 @@ class MemoryStore:
                     found.append((node, hit.score))
                 if len(found) == top_k:
                     return found
-            if len(hits) < fetch or fetch >= self._max_fetch:
-                return found
+            if len(scored) < fetch or fetch >= self._max_fetch:
+                return found  # read all there is, or all scoring enough
             fetch *= 4
 
     # -- repair ------------------------------------------------------------------------

@@ -49,7 +49,8 @@ async def candidates(node: MemoryItem, vector: Sequence[float], deps: Deps,
     md = node.metadata
     chunk = chunk_of(node)
     hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(siblings),
-                                   memory_types=[md.memory_type], filters=FACTS)
+                                   memory_types=[md.memory_type], filters=FACTS,
+                                   min_score=cfg.conflict_threshold)
     found: list[tuple[MemoryItem, float]] = []
     for cand, score in hits:
         if score < cfg.conflict_threshold:

@@ -9,7 +9,7 @@ delivery announced, under the same event ids (consumers dedupe by id).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from memstream.sinks.memory_store import EmbedNodes
@@ -89,6 +89,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
         unique.setdefault(node_id_for(record.value), record)
     nodes = {nid: build_node(r.value) for nid, r in unique.items()}
     stored = {n.id: n for n in await deps.query.get_nodes(cube_id, list(unique))}
+    # Nodes no earlier attempt wrote: none of them has a merge on record (never looked up).
+    new = set(unique) - set(stored)
     # Undecided: new, or written by an attempt that stopped before its decision was applied.
     pending = [nid for nid in unique
                if nid not in stored or stored[nid].metadata.status == "generated"]
@@ -138,13 +140,14 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                         [*(n.id for n, _ in earlier),
                          *(n for n, r in unique.items() if n in vectors
                            and judged(nodes[n], deps) and chunk_key(r) == chunk_key(record))],
-                        {**nodes, **{n.id: n for n, _ in earlier}}, rows, deps))
+                        {**nodes, **{n.id: n for n, _ in earlier}}, rows, deps, new))
                 for sibling, sibling_row in earlier:  # announced as their items would be
                     out += await decide(sibling, sibling_row, {
                         **base, "user_id": sibling.metadata.user_id,
                         "cause_event_id": derived_event_id("extracted", sibling.id)},
                         deps, verdicts.get(sibling.id), held)
-            out += await decide(node, vectors[nid], base, deps, verdicts.get(nid), held)
+            out += await decide(node, vectors[nid], base, deps, verdicts.get(nid), held,
+                                new=nid in new)
         elif nid in vectors:
             out.append(added(node, base))
         else:
@@ -192,11 +195,14 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
 
 async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
-                       vectors: dict[str, list[float]], deps: Deps) -> dict[str, Verdict | None]:
+                       vectors: dict[str, list[float]], deps: Deps,
+                       new: Collection[str] = ()) -> dict[str, Verdict | None]:
     """Verdicts for a chunk's undecided facts in one call; a fact whose merge an earlier
-    attempt recorded is applied from the record instead (never asked again)."""
+    attempt recorded is applied from the record instead (never asked again). ``new``: facts
+    no earlier attempt wrote (nothing on record for them)."""
     cube_id = next(iter(nodes.values())).metadata.cube_id
-    todo = [nid for nid in ids if await recorded_merge(deps, cube_id, nid) is None]
+    todo = [nid for nid in ids
+            if nid in new or await recorded_merge(deps, cube_id, nid) is None]
     verdicts: dict[str, Verdict | None] = dict.fromkeys(ids)
     if todo:
         verdicts.update(await review([(nodes[n], vectors[n]) for n in todo], deps))
@@ -263,18 +269,18 @@ class Activations:
 
 async def decide(
     node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps,
-    verdict: Verdict | None, held: Activations,
+    verdict: Verdict | None, held: Activations, new: bool = False,
 ) -> list[Outgoing]:
     """Apply the chunk review's ``verdict`` on a ``generated`` node (None: independent).
 
     A decision an earlier attempt recorded but did not apply is applied, not taken again. A
     verdict naming a candidate that an earlier fact of the chunk merged away is dropped.
     An independent node is activated by ``held`` (its caller writes it before the store is read
-    again).
+    again). ``new``: no earlier attempt wrote the node, so none recorded a decision for it.
     """
     cube_id = node.metadata.cube_id
     merge = None
-    recorded = await recorded_merge(deps, cube_id, node.id)
+    recorded = None if new else await recorded_merge(deps, cube_id, node.id)
     if recorded is not None or verdict is not None:
         await held.flush()  # a merge reads the store: what was decided before is in it
     if recorded is not None:

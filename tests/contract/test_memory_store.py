@@ -90,6 +90,25 @@ async def test_write_then_search_returns_the_nodes_by_cosine(memory_store: Memor
     assert found[0][1] == pytest.approx(expected, abs=1e-5)
 
 
+async def test_search_with_a_minimum_score_returns_only_what_reaches_it(
+        memory_store: MemoryStore) -> None:
+    """A new fact's conflict candidates: only nodes scoring at least ``min_score``, however
+    many are asked for (and none at all when nothing is that close)."""
+    query = unit_vec(1)
+    await memory_store.write([
+        (node("far", "the user drinks tea"), unit_vec(2)),
+        (node("close", "the user lives in Lyon"), near(query, 3, 0.3)),
+        (node("closest", "the user likes hiking"), near(query, 4, 0.01)),
+    ])
+    every = await memory_store.search("cube-a", query, 5)
+    assert [n.id for n, _ in every] == ["closest", "close", "far"]
+    cut = every[0][1] - 0.001  # between the closest's score and the next one's
+    assert every[1][1] < cut
+    found = await memory_store.search("cube-a", query, 5, min_score=cut)
+    assert [(n.id, s) for n, s in found] == [(every[0][0].id, every[0][1])]
+    assert await memory_store.search("cube-a", unit_vec(9), 5, min_score=0.99) == []
+
+
 async def test_write_is_an_idempotent_unit(memory_store: MemoryStore) -> None:
     items = [(node(f"n{i}"), unit_vec(i)) for i in range(5)]
     await memory_store.write(items)
