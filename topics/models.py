@@ -6,6 +6,7 @@ embedding lives in the vector store, never on the node.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
@@ -156,6 +157,9 @@ class MemoryMetadata(MemoryDescription):
         return self.is_derived and self.written_by == "rules"
 
 
+_LINE_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d\] ", re.MULTILINE)
+
+
 class MemoryItem(Frozen):
     """A memory node."""
 
@@ -167,6 +171,19 @@ class MemoryItem(Frozen):
         """A copy with some metadata fields changed (models are frozen)."""
         metadata = self.metadata.model_copy(update=metadata_changes)
         return self.model_copy(update={"metadata": metadata})
+
+    @property
+    def embedding_text(self) -> str:
+        """What its vector is computed from (every path that embeds a node uses this, so a
+        node's vector is one function of the node): its memory, but an episode without the
+        time at the head of each line (``[2025-05-08 13:56] ``, ``extraction.episode_text``).
+        The times stay in the text, shown and searched by words; to the dense model they
+        were a sixth of an episode's tokens and said nothing about what was said (the dev
+        split's recall held without them: docs/benchmarks.md), and the episodes are ~40% of
+        what ingestion embeds."""
+        if self.metadata.memory_type != "EpisodicMemory":
+            return self.memory
+        return _LINE_TIME.sub("", self.memory) or self.memory
 
 
 class Edge(Frozen):

@@ -75,7 +75,7 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
         raise CommandRejected(f"node {cmd.node_id} is frozen; unfreeze it first (frozen=false)")
     copy = await deps.query.get_node(cmd.cube_id, working_copy_id(cmd.node_id))
     if cmd.memory is not None and cmd.memory != node.memory:
-        vector = (await deps.embedder.embed_passages([cmd.memory]))[0].tolist()
+        vector = (await deps.embedder.embed_passages([updated.embedding_text]))[0].tolist()
         units = [(updated, vector)]
         if copy is not None and updated.metadata.status == "activated":
             units.append((working_copy(updated).evolve(  # the copy mirrors its node's text

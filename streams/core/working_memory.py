@@ -154,7 +154,7 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
             cube_id, [vid for _, vid in changed])}
         unembedded = [t for t, vid in changed if vid not in stored]
         if unembedded:
-            fresh = await deps.embedder.embed_passages([t.memory for t in unembedded])
+            fresh = await deps.embedder.embed_passages([t.embedding_text for t in unembedded])
             for node, row in zip(unembedded, fresh, strict=True):
                 stored[node.id] = row.tolist()
         await deps.store.write([(t, stored[vid] if vid in stored else stored[t.id])

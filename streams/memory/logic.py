@@ -97,7 +97,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     vectors: dict[str, list[float]] = {}
     if pending:
         with tracing.span("memstream.memory.embed", {"memstream.texts": len(pending)}):
-            embedded = await deps.embedder.embed_passages([nodes[nid].memory for nid in pending])
+            embedded = await deps.embedder.embed_passages(
+                [nodes[nid].embedding_text for nid in pending])
         vectors = {nid: v.tolist() for nid, v in zip(pending, embedded, strict=True)}
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
     for nid in pending:
@@ -347,7 +348,8 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
 
 def embed_nodes(deps: Deps) -> EmbedNodes:
     async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
+        texts = [i.embedding_text for i in items]
+        return [v.tolist() for v in await deps.embedder.embed_passages(texts)]
 
     return embed
 

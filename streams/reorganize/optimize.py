@@ -126,7 +126,7 @@ async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
     """Write a summary and its ``PARENT`` edges (idempotent) and announce both, every time:
     a re-run announces under the same ids, so an announcement lost in a crash is made."""
     if await deps.query.get_node(scope[0], parent.id) is None:
-        vector = (await deps.embedder.embed_passages([parent.memory]))[0].tolist()
+        vector = (await deps.embedder.embed_passages([parent.embedding_text]))[0].tolist()
         await deps.store.write([(parent, vector)])
     else:
         await complete(deps, scope[0], [parent.id])

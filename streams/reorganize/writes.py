@@ -44,7 +44,8 @@ async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
     """Finish derived nodes an earlier attempt left half-written (a node without its vector):
     a redelivery finds the node and would otherwise never write its vector."""
     async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        return [v.tolist() for v in await deps.embedder.embed_passages([i.memory for i in items])]
+        texts = [i.embedding_text for i in items]
+        return [v.tolist() for v in await deps.embedder.embed_passages(texts)]
 
     await deps.store.complete(cube, ids, embed)
 

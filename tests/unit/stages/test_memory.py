@@ -253,6 +253,30 @@ async def test_an_episode_is_stored_apart_and_linked_to_its_memories(tmp_path: P
     assert [e.node_ids for e in events_of(out, ReorganizeEvent)] == [("fact-1",)]
 
 
+async def test_an_episode_is_embedded_by_its_words_not_its_line_times(tmp_path: Path) -> None:
+    """The episode keeps its times (shown, searched by words); its vector is that of the
+    turns without them."""
+    import numpy as np
+
+    deps = memory_deps(tmp_path)
+    text = ("[2026-03-01 09:00] User: I adopted a grey cat called Miso.\n"
+            "[2026-03-01 09:01] Ana: What a lovely name!")
+    episode = item(text, id="episode-1", memory_type="EpisodicMemory", type="event")
+    fact = item("I adopted a grey cat called Miso [2026-03-01 09:00].", id="fact-1")
+    await sent(await add_memories(records([episode, fact]), deps))
+    [node] = await stored(deps, "EpisodicMemory")
+    assert node.memory == text
+    assert node.embedding_text == ("User: I adopted a grey cat called Miso.\n"
+                                   "Ana: What a lovely name!")
+    [record] = await deps.query.vectors(CUBE, ["episode-1"])
+    row = record.vector
+    words, timed = await deps.embedder.embed_passages([node.embedding_text, text])
+    assert np.allclose(row, words, atol=1e-6)
+    assert not np.allclose(row, timed, atol=1e-3)
+    [kept] = await stored(deps)
+    assert kept.embedding_text == kept.memory  # a fact is embedded as it reads
+
+
 async def test_a_chunk_cut_by_a_batch_is_reviewed_once_with_its_last_fact(
     tmp_path: Path,
 ) -> None:
