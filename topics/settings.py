@@ -192,13 +192,13 @@ class WorkerSettings(BaseModel):
     high_priority_batch: int = Field(default=1, ge=1)
     # While extraction or the add stage has work, the optimizer rests after each batch this
     # many times as long as the batch took (at most optimizer_max_yield_s): it gets at most
-    # 1/(1 + ratio) of the worker, ingestion the rest, and neither stops. 0: no rest. (Its own
-    # CPU is small, ~1 % of the worker's samples under bench/load.py: a batch's time is mostly
-    # waiting for the stores and the embedder that ingestion keeps busy, so long rests only
-    # make its partitions wait; 2 s did not slow ingestion down against 5 s. On the dev split
-    # (bench/load.py, docs/benchmarks.md sixth round), with 1 it caught up 51 s after the last
-    # chunk was applied, with 0.25 4-5 s after, and the add stage took 287-301 s against 295.)
-    optimizer_yield_ratio: float = Field(default=0.25, ge=0)
+    # 1/(1 + ratio) of the worker, ingestion the rest. 0 (the default): no rest. Its own CPU
+    # is small (a batch's time is mostly waiting for the stores and the embedder), so a rest
+    # mostly makes it trail. On the dev split (bench/load.py, docs/benchmarks.md seventh
+    # round): with 1 it caught up 51 s after the last chunk was applied; once ingestion got
+    # faster, with 0.25 38 s after (the add stage 247 s), with 0 3 s after (the add stage
+    # 266 s: 269 s end to end against 286).
+    optimizer_yield_ratio: float = Field(default=0.0, ge=0)
     optimizer_max_yield_s: float = Field(default=2.0, ge=0)
     # How long less urgent work waits for urgent events already in reorganize.high to be
     # delivered (their partitions' fetching is paused meanwhile).
