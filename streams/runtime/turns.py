@@ -194,13 +194,14 @@ class TurnQueue:
 
 async def serve(queue: TurnQueue, batch_size: int, slots: int,
                 handle: Callable[[list[Held]], Coroutine[Any, Any, None]]) -> None:
-    """Hand ``queue``'s records of lane 0 to ``handle`` a batch (at most ``batch_size``) per
-    partition at a time, up to ``slots`` partitions at once, each slot refilled as soon as
-    its batch is done: one partition's embedding runs while another's batch does its store
-    work, and a slow batch holds up only its own partition's next one (a partition's batches
-    stay in log order). Records held from before a rebalance are fetched again, not handled
-    (``current_only``). Cancelled, it cancels the batches under way (not acked, so
-    redelivered); a failure escaping ``handle`` is raised once the other batches are done."""
+    """Hand ``queue``'s records to ``handle`` a batch (at most ``batch_size``) per partition
+    at a time (the most urgent lane first), up to ``slots`` partitions at once, each slot
+    refilled as soon as its batch is done: one partition's embedding runs while another's
+    batch does its store work, and a slow batch holds up only its own partition's next one
+    (a partition's batches stay in log order). Records held from before a rebalance are
+    fetched again, not handled (``current_only``). Cancelled, it cancels the batches under
+    way (not acked, so redelivered); a failure escaping ``handle`` is raised once the other
+    batches are done."""
     running: dict[Key, asyncio.Task[None]] = {}
     arrived: asyncio.Task[None] | None = None
     try:
