@@ -55,7 +55,7 @@ async def test_a_log_recorded_by_the_v1_code_replays_into_identical_stores(
             for node_id, node in want["nodes"].items():
                 assert got["nodes"][node_id] == node, node_id
             assert got["edges"] == want["edges"]
-            # Every vector as the v1 code wrote it, but an episode's: since 8e79122 it is
+            # Every vector as the v1 code wrote it, but an episode's: since the v1 code it is
             # computed from its words without the time at the head of each line
             # (``MemoryItem.embedding_text``). Both rules are checked exactly.
             episodes = [i for i, n in want["nodes"].items()
