@@ -174,8 +174,8 @@ class MemoryItem(Frozen):
 
     @property
     def embedding_text(self) -> str:
-        """What its vector is computed from (every path that embeds a node uses this, so a
-        node's vector is one function of the node): its memory, but an episode without the
+        """What its vector is computed from (``streams.embed.nodes.node_vectors``, which every
+        path that embeds a node goes through): its memory, but an episode without the
         time at the head of each line (``[2025-05-08 13:56] ``, ``extraction.episode_text``).
         The times stay in the text, shown and searched by words; to the dense model they
         were a sixth of an episode's tokens and said nothing about what was said (the dev

@@ -17,6 +17,7 @@ from memstream.sinks.erasure import purge_deleted
 from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.ops.access import share
 from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
@@ -75,7 +76,7 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
         raise CommandRejected(f"node {cmd.node_id} is frozen; unfreeze it first (frozen=false)")
     copy = await deps.query.get_node(cmd.cube_id, working_copy_id(cmd.node_id))
     if cmd.memory is not None and cmd.memory != node.memory:
-        vector = (await deps.embedder.embed_passages([updated.embedding_text]))[0].tolist()
+        [vector] = await node_vectors(deps.embedder, [updated])
         units = [(updated, vector)]
         if copy is not None and updated.metadata.status == "activated":
             units.append((working_copy(updated).evolve(  # the copy mirrors its node's text

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memstream.sinks.ports import Filter
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import (
     MemoryStatement,
@@ -81,7 +82,7 @@ async def resolve(
             sources=tuple(dict.fromkeys((*kept_base.metadata.sources, *loser.metadata.sources))),
             confidence=max(old.metadata.confidence, new.metadata.confidence),
         )
-        vector = new_vector if newer_is_new else await _embed(deps, kept.memory)
+        vector = new_vector if newer_is_new else await _embed(deps, kept)
         return Merge(kept, vector, loser.evolve(status="archived"), relation,
                      reason if reason.endswith(HARD_UPDATE) else reason + HARD_UPDATE, True)
     md_old, md_new = old.metadata, new.metadata
@@ -97,13 +98,13 @@ async def resolve(
                            default=None),
         "background": md_new.background or md_old.background,
     }))
-    vector = new_vector if merged.memory == new.memory else await _embed(deps, merged.memory)
+    vector = new_vector if merged.memory == new.memory else await _embed(deps, merged)
     return Merge(merged, vector, old.evolve(status="archived"), relation, reason, False)
 
 
-async def _embed(deps: Deps, text: str) -> list[float]:
-    vectors = await deps.embedder.embed_passages([text])
-    return [float(x) for x in vectors[0]]
+async def _embed(deps: Deps, node: MemoryItem) -> list[float]:
+    [vector] = await node_vectors(deps.embedder, [node])
+    return vector
 
 
 def merge_note(merge: Merge, decided_for: str | None = None) -> str:
@@ -177,4 +178,4 @@ async def _vector_of(deps: Deps, item: MemoryItem, merge: Merge) -> Sequence[flo
     if records:
         return list(records[0].vector)
     return merge.kept_vector if merge.kept.memory == item.memory else await _embed(
-        deps, item.memory)
+        deps, item)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
     Event,
@@ -154,9 +155,9 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
             cube_id, [vid for _, vid in changed])}
         unembedded = [t for t, vid in changed if vid not in stored]
         if unembedded:
-            fresh = await deps.embedder.embed_passages([t.embedding_text for t in unembedded])
+            fresh = await node_vectors(deps.embedder, unembedded)
             for node, row in zip(unembedded, fresh, strict=True):
-                stored[node.id] = row.tolist()
+                stored[node.id] = row
         await deps.store.write([(t, stored[vid] if vid in stored else stored[t.id])
                                 for t, vid in changed])
     keep = {t.id for t, _ in targets}

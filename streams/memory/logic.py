@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from functools import partial
 from typing import Any
 
-from memstream.sinks.memory_store import EmbedNodes
 from memstream.streams.core.conflicts import conflict_edges, guesses, linked, recorded_conflicts
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import (
@@ -27,6 +27,7 @@ from memstream.streams.core.merge import (
 )
 from memstream.streams.core.review import Verdict, review
 from memstream.streams.core.working_memory import working_copy
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.memory import chunks
 from memstream.streams.memory.announce import fold_evictions, slim_added
 from memstream.streams.memory.chunks import chunk_key
@@ -97,9 +98,8 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     vectors: dict[str, list[float]] = {}
     if pending:
         with tracing.span("memstream.memory.embed", {"memstream.texts": len(pending)}):
-            embedded = await deps.embedder.embed_passages(
-                [nodes[nid].embedding_text for nid in pending])
-        vectors = {nid: v.tolist() for nid, v in zip(pending, embedded, strict=True)}
+            embedded = await node_vectors(deps.embedder, [nodes[nid] for nid in pending])
+        vectors = dict(zip(pending, embedded, strict=True))
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
     for nid in pending:
         node, row = nodes[nid], vectors[nid]
@@ -197,7 +197,7 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
 
 async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
                        vectors: dict[str, list[float]], deps: Deps,
-                       new: Collection[str] = ()) -> dict[str, Verdict | None]:
+                       new: Collection[str]) -> dict[str, Verdict | None]:
     """Verdicts for a chunk's undecided facts in one call; a fact whose merge an earlier
     attempt recorded is applied from the record instead (never asked again). ``new``: facts
     no earlier attempt wrote (nothing on record for them)."""
@@ -326,7 +326,8 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
     recorded = await recorded_merge(deps, cube_id, node.id)
     conflicts = linked(await recorded_conflicts(deps, cube_id, node.id), base)
     if recorded is None:
-        await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)], embed_nodes(deps))
+        await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)],
+                                  partial(node_vectors, deps.embedder))
         return [added(node, base), *conflicts]
     edge, note = recorded
     found = {n.id: n for n in await deps.query.get_nodes(cube_id, [edge.target, edge.source])}
@@ -338,20 +339,12 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
         kept = kept or node
         archived = archived or node.evolve(status="archived")
     await deps.store.complete(cube_id, [kept.id, archived.id, working_copy_id(kept.id)],
-                              embed_nodes(deps))
+                              partial(node_vectors, deps.embedder))
     merge = Merge(kept.evolve(status="activated"), (), archived.evolve(status="archived"),
                   relation, reason, reason.endswith(HARD_UPDATE))
     if kept.metadata.status == "activated":
         await finish(merge, deps)
     return [*merged(merge, base, node.id), *conflicts]
-
-
-def embed_nodes(deps: Deps) -> EmbedNodes:
-    async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        texts = [i.embedding_text for i in items]
-        return [v.tolist() for v in await deps.embedder.embed_passages(texts)]
-
-    return embed
 
 
 def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:

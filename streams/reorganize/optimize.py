@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from memstream.streams import metering
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.members import MemberNote, repeats_a_member
 from memstream.streams.prompts.summaries import CLUSTER_SUMMARIES, SummariesContext
@@ -126,7 +127,7 @@ async def _write_tree(deps: Deps, scope: Scope, parent: MemoryItem,
     """Write a summary and its ``PARENT`` edges (idempotent) and announce both, every time:
     a re-run announces under the same ids, so an announcement lost in a crash is made."""
     if await deps.query.get_node(scope[0], parent.id) is None:
-        vector = (await deps.embedder.embed_passages([parent.embedding_text]))[0].tolist()
+        [vector] = await node_vectors(deps.embedder, [parent])
         await deps.store.write([(parent, vector)])
     else:
         await complete(deps, scope[0], [parent.id])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.aggregate import AggregateContext, AggregateResponse
 from memstream.streams.prompts.inference import InferenceContext, InferenceResponse, novel_fact
@@ -120,7 +121,7 @@ async def apply_concept(event: ReorganizeEvent, deps: Deps, plan: Concept,
             key=answer.key or ", ".join(plan.shared), tags=tuple(answer.tags or plan.shared),
             hierarchy_level="concept", background=answer.background, source="retrieved",
             written_by=written_by(deps), created_at=md.updated_at, updated_at=md.updated_at))
-        vector = (await deps.embedder.embed_passages([existing.embedding_text]))[0].tolist()
+        [vector] = await node_vectors(deps.embedder, [existing])
         await deps.store.write([(existing, vector)])
     else:
         await complete(deps, event.cube_id, [plan.concept_id])
@@ -158,7 +159,7 @@ async def write_inferred(event: ReorganizeEvent, deps: Deps, pair: InferenceCont
         confidence=min(source.metadata.confidence, md.confidence) * 0.8,
         created_at=max(source.metadata.updated_at, md.updated_at),
         updated_at=max(source.metadata.updated_at, md.updated_at)))
-    vector = (await deps.embedder.embed_passages([node.embedding_text]))[0].tolist()
+    [vector] = await node_vectors(deps.embedder, [node])
     await deps.store.write([(node, vector)])
     await deps.store.add_edges(event.cube_id, edges)
     return [update(event, deps, "added", node=node, edges=edges, reason="inferred")]

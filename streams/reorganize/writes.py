@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
+from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
@@ -43,11 +45,7 @@ def update(event: ReorganizeEvent, deps: Deps, action: str, node: MemoryItem | N
 async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
     """Finish derived nodes an earlier attempt left half-written (a node without its vector):
     a redelivery finds the node and would otherwise never write its vector."""
-    async def embed(items: Sequence[MemoryItem]) -> list[list[float]]:
-        texts = [i.embedding_text for i in items]
-        return [v.tolist() for v in await deps.embedder.embed_passages(texts)]
-
-    await deps.store.complete(cube, ids, embed)
+    await deps.store.complete(cube, ids, partial(node_vectors, deps.embedder))
 
 
 async def write_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> None:
