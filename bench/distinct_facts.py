@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.settings import KafkaSettings, Settings  # noqa: E402
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
 from memstream.streams.runtime.stage import RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import (  # noqa: E402
     ConversationChunk,
     ExtractedMemory,

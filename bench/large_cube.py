@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import WorkerProcess, bench_settings  # noqa: E402
 from search import make_nodes, settle_graph  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.dump import dump_cube  # noqa: E402
 from memstream.streams.runtime.stage import Deps  # noqa: E402
 from memstream.streams.search.paging import page_of_types  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import DumpCube  # noqa: E402
 from memstream.topics.models import MEMORY_TYPES  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402

@@ -49,9 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from load import bench_settings, chunks_of, interleave, publish_all, settle  # noqa: E402
 from retrieval_quality import load  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
 RELATIONS = ("RELATE_TO", "CAUSE", "CONDITION", "CONFLICT")

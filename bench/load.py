@@ -69,8 +69,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiokafka import TopicPartition  # noqa: E402
 from retrieval_quality import Conversation, Turn, cube_of, load  # noqa: E402
 
+from memstream.client.client import MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.kafka.admin import _admin, _offsets_reader  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
-from memstream.sinks.graph_factory import create_graph_store  # noqa: E402
+from memstream.sinks.graph.factory import create_graph_store  # noqa: E402
 from memstream.sinks.ports import Filter  # noqa: E402
 from memstream.streams import metering  # noqa: E402
 from memstream.streams.extraction.logic import STAGE as EXTRACTION  # noqa: E402
@@ -79,8 +81,6 @@ from memstream.streams.memory.logic import STAGE as ADD  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, Record  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.admin import _admin, _offsets_reader  # noqa: E402
-from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402
 from memstream.topics.events import ConversationChunk, ExtractedMemory, Message, Origin, WriteToken  # noqa: E402
 from memstream.topics.registry import WORKER_INPUTS, consumer_group  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402

@@ -14,7 +14,7 @@ One embedded stack (noida-db, FalkorDB, Milvus Lite, rules, local e5), erasure o
    stage (the optimizer included) caught up;
 2. searches: each question of the ingested conversations once, as a fast search (top_k 10)
    in its first speaker's cube, through the client;
-3. wait until transient records have gone (the topics the worker trims, ``topics/trim.py``:
+3. wait until transient records have gone (the topics the worker trims, ``memstream/kafka/trim.py``:
    requests and replies, their partitions empty), at most ``--settle-wait`` seconds.
 
 After each step every topic on the broker is read back through a consumer: records and raw
@@ -59,12 +59,13 @@ from load import (  # noqa: E402
 )
 from retrieval_quality import cube_of, load  # noqa: E402
 
+from memstream.client.client import MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.kafka.trim import TRANSIENT  # noqa: E402
 from memstream.local.broker_snapshot import DATA_FILE  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
-from memstream.topics.client import MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.security.keys import activate  # noqa: E402
+from memstream.topics.sealing import unseal  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
-from memstream.topics.shred import activate, unseal  # noqa: E402
-from memstream.topics.trim import TRANSIENT  # noqa: E402
 
 GOAL_PER_TURN = 8 * 1024
 GOAL_FILE_RATIO = 4.0

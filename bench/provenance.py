@@ -43,14 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import bench_settings  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
+from memstream.history.log_index import INDEXED  # noqa: E402
+from memstream.history.provenance import read_log  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import DumpCube, MemoryUpdate  # noqa: E402
 from memstream.topics.ids import stable_id  # noqa: E402
-from memstream.topics.log_index import INDEXED  # noqa: E402
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata  # noqa: E402
-from memstream.topics.provenance import read_log  # noqa: E402
 from memstream.topics.registry import MEMORY_UPDATES  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 

@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ingest  # noqa: E402 - bench/ingest.py, beside this script
 from aiokafka import TopicPartition  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
+from memstream.kafka.progress import Progress  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.dump import export_cube  # noqa: E402
 from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.runtime.stage import Deps  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import DropViews, Message, ReplayCube, WriteToken  # noqa: E402
-from memstream.topics.progress import Progress  # noqa: E402
 from memstream.topics.registry import REORGANIZE_HIGH  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 

@@ -59,13 +59,13 @@ from rq_baselines import (  # noqa: E402
     recall_within,
 )
 
+from memstream.client.client import MemoryClient  # noqa: E402
+from memstream.kafka.admin import worker_lag  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.embed.port import Embedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.admin import worker_lag  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import ScoredMemory, WriteToken  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest import chunk_messages  # noqa: E402
 from load import WorkerProcess, bench_settings, group_offsets, stored_memories  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.milvus_server import MilvusServer  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.events import WriteToken  # noqa: E402
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402

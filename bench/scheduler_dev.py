@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from arrivals import Arrivals
 from retrieval_quality import (
     DEFAULT_SKIP,
     Conversation,
@@ -23,11 +24,11 @@ from retrieval_quality import (
 )
 from rq_baselines import Hit, recall_at
 
+from memstream.client.client import MemoryClient
 from memstream.local import broker
 from memstream.local.stack import EmbeddedStack
 from memstream.streams.scheduler.agent import SchedulerStats
 from memstream.streams.worker import Worker
-from memstream.topics.client import MemoryClient
 from memstream.topics.events import ScheduleMessage
 from memstream.topics.ids import derived_event_id
 from memstream.topics.models import MemoryItem
@@ -56,7 +57,6 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def dev_split(path: Path, data: Path, only: list[str], limit: int) -> None:
-    from scheduler import Arrivals  # noqa: PLC0415 - the latency bench's follower
 
     convs: list[Conversation] = load(path, {int(c) for c in DEFAULT_SKIP.split(",")})
     if only:

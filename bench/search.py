@@ -27,12 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
-from memstream.sinks.vector_cache import CachedVectorStore  # noqa: E402
+from memstream.sinks.vector.cache import CachedVectorStore  # noqa: E402
 from memstream.streams.core.working_memory import working_copy  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.ids import stable_id  # noqa: E402
 from memstream.topics.models import MemoryItem, MemoryMetadata  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402

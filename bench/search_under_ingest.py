@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ingest import chunk_messages, make_settings  # noqa: E402
 from search import QUERIES, make_nodes, memory_texts, pct  # noqa: E402
 
+from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.client import MemoryClient  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
 CUBE = "searched"

@@ -32,11 +32,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memstream.local.falkordb import FalkorDBServer  # noqa: E402
-from memstream.sinks.falkordb import FalkorDBGraphStore  # noqa: E402
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore  # noqa: E402
 from memstream.sinks.memory_store import MemoryStore  # noqa: E402
-from memstream.sinks.milvus import MilvusVectorStore, Partitioning  # noqa: E402
-from memstream.sinks.milvus_schema import IndexType  # noqa: E402
 from memstream.sinks.ports import VectorRecord  # noqa: E402
+from memstream.sinks.vector.milvus import MilvusVectorStore, Partitioning  # noqa: E402
+from memstream.sinks.vector.schema import IndexType  # noqa: E402
 from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, MemoryMetadata, MemoryType  # noqa: E402
 
 DIM = 384

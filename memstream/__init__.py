@@ -11,7 +11,7 @@ from memstream._links import check_links as _check_links
 _check_links(_Path(__file__).parent)  # before the first import through a link
 
 # isort: off
-from memstream.topics.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.client.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError  # noqa: E402
 from memstream.topics.events import (  # noqa: E402
     BackupCube,
     DeadLetter,

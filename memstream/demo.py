@@ -18,10 +18,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from memstream.client.client import MemoryClient
 from memstream.local.stack import EmbeddedStack
 from memstream.samples import DEMO_USER, sample_sessions
 from memstream.streams.worker import Worker
-from memstream.topics.client import MemoryClient
 from memstream.topics.events import WriteToken
 from memstream.topics.models import MemoryItem
 from memstream.topics.settings import Settings

@@ -1,6 +1,6 @@
 """Metadata filters evaluated in Python on graph nodes, and the part a VectorStore evaluates.
 
-Semantics match ``sinks.cypher.compile_filters``: on lists ``contains`` is membership,
+Semantics match ``sinks.graph.cypher.compile_filters``: on lists ``contains`` is membership,
 ``in`` any overlap, ``=``/``!=`` compare whole lists; ``contains`` on text is a
 substring test; ``!=`` matches a missing value; a range never matches a missing value.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from memstream.topics.log_index import LogRef, LogRefQuery
+from memstream.history.log_index import LogRef, LogRefQuery
 
 Row = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """Typed ports of the storage layer. Every operation is scoped to one cube.
 
 Stages depend on these protocols only; adapters (FalkorDB, Neo4j, Milvus) are
-picked once in ``sinks.graph_factory`` / ``sinks.vector_factory``. A sink knows nothing of Kafka.
+picked once in ``sinks.graph.factory`` / ``sinks.vector.factory``. A sink knows nothing of Kafka.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from memstream.topics.access import CubeAccess
-from memstream.topics.log_index import LogRef, LogRefQuery
+from memstream.history.log_index import LogRef, LogRefQuery
+from memstream.security.access import CubeAccess
 from memstream.topics.models import (
     CubeGraph,
     Edge,
@@ -131,7 +131,7 @@ class GraphStore(Protocol):
         memory_types: Sequence[MemoryType], filters: Sequence[Filter] = (),
     ) -> list[tuple[MemoryItem, float]]:
         """Full-text (BM25-style) recall: the cube's activated nodes of ``memory_types``
-        sharing words with ``text`` (``sinks.fulltext`` tokenizes both sides, Chinese
+        sharing words with ``text`` (``sinks.graph.fulltext`` tokenizes both sides, Chinese
         segmented), best first, at most ``limit``; none when ``text`` has no words."""
 
     async def keyword_ids(

@@ -15,10 +15,21 @@ from types import TracebackType
 import faust
 from threadpoolctl import threadpool_limits
 
-from memstream.sinks.graph_factory import create_graph_store
+from memstream.history.log_index import index_group
+from memstream.kafka import tracing
+from memstream.kafka.admin import ensure_topics, worker_lag
+from memstream.kafka.compat import configure_fetch_pause, needs_pause
+from memstream.kafka.log_ends import LogWatch
+from memstream.kafka.members import remove_stale_members
+from memstream.kafka.progress import Progress
+from memstream.kafka.trim import trim_forever
+from memstream.security.keys import activate as activate_keys
+from memstream.security.keys import release as release_keys
+from memstream.security.signing import check_worker_signing
+from memstream.sinks.graph.factory import create_graph_store
 from memstream.sinks.memory_store import MemoryStore
-from memstream.sinks.vector_factory import create_vector_store
-from memstream.streams.app import BoundTopics, create_app
+from memstream.sinks.vector.factory import create_vector_store
+from memstream.streams.app import create_app
 from memstream.streams.commands.agent import register as register_commands
 from memstream.streams.commands.logic import run_command
 from memstream.streams.core.working_memory import apply_replacements
@@ -38,6 +49,7 @@ from memstream.streams.reorganize.agent import register as register_reorganize
 from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
 from memstream.streams.replay.stages import ReplayStages
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.heap import freeze_startup_objects
 from memstream.streams.runtime.reaper import reap_dead_members
 from memstream.streams.runtime.stage import Clock, Deps, StageStats
@@ -45,21 +57,10 @@ from memstream.streams.runtime.views import ViewMap
 from memstream.streams.scheduler.agent import register as register_scheduler
 from memstream.streams.search.agent import register as register_search
 from memstream.streams.search.warming import warm_recent_cubes
-from memstream.topics import tracing
-from memstream.topics.admin import ensure_topics, worker_lag
 from memstream.topics.events import WriteToken
-from memstream.topics.kafka_compat import configure_fetch_pause, needs_pause
-from memstream.topics.log_ends import LogWatch
-from memstream.topics.log_index import index_group
-from memstream.topics.members import remove_stale_members
 from memstream.topics.models import utcnow
-from memstream.topics.progress import Progress
 from memstream.topics.registry import WORKER_INPUTS, consumer_group
 from memstream.topics.settings import Settings
-from memstream.topics.shred import activate as activate_keys
-from memstream.topics.shred import release as release_keys
-from memstream.topics.signing import check_worker_signing
-from memstream.topics.trim import trim_forever
 
 log = logging.getLogger("memstream.worker")
 

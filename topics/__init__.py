@@ -1,4 +1,2 @@
-"""The memstream contract: event models, topic registry, client, local broker, topic admin.
-
-No faust here, so any producer can depend on it.
-"""
+"""The memstream contract: event models, the topic registry, the value format and the settings
+the contract needs. It imports nothing else of memstream, so any producer can depend on it."""

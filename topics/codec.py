@@ -3,7 +3,7 @@
 The embedded broker stores each record byte as a decimal number in one JSON document it
 rewrites as it changes, so every byte a record keeps costs disk and CPU again and again;
 event JSON (field names, ids, timestamps) deflates 2-4x. Compression comes before sealing
-(``topics/shred.py``): ciphertext does not compress.
+(``topics/sealing.py``): ciphertext does not compress.
 
 A compressed value starts with a marker (a NUL byte, which no JSON text starts with), so
 values written before compression, or by producers that do not compress, are read as they

@@ -311,10 +311,11 @@ class MemoryUpdate(Event):
 
     Version 3 (issue 25): the add stage's ``added`` carries no snapshot when the item that
     caused it (``cause_event_id``, on ``memory.items``) rebuilds the node exactly
-    (``topics/snapshots.py``); it names the node's ``memory_type`` instead, and readers that
-    need the node (history, as-of, explain) put it back from the item. ``removed_ids``: the
-    working-memory copies that left to make room for this memory's copy (one record per new
-    memory instead of one ``removed`` per evicted copy). Versions 1 and 2 still decode."""
+    (``memstream/history/snapshots.py``); it names the node's ``memory_type`` instead, and
+    readers that need the node (history, as-of, explain) put it back from the item.
+    ``removed_ids``: the working-memory copies that left to make room for this memory's copy
+    (one record per new memory instead of one ``removed`` per evicted copy). Versions 1 and 2
+    still decode."""
 
     schema_version: Literal[1, 2, 3] = MEMORY_UPDATE_VERSION  # type: ignore[assignment]
     action: UpdateAction

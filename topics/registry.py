@@ -27,8 +27,8 @@ from memstream.topics.events import (
     ScheduleMessage,
     WorkingMemoryReplacement,
 )
+from memstream.topics.sealing import seal_value, unseal
 from memstream.topics.settings import Settings
-from memstream.topics.shred import seal_value, unseal
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class TopicSpec:
         return self.validate(unseal(raw))
 
     def validate(self, opened: bytes | str) -> BaseModel:
-        """Validate an opened value (``shred.unseal``: unsealed and inflated) as this topic's."""
+        """Validate an opened value (``sealing.unseal``: unsealed and inflated) as this topic's."""
         result: BaseModel = self.adapter.validate_json(opened)
         return result
 
@@ -102,7 +102,7 @@ KEEP_FOREVER = -1
 # broker's default, replies were 80% of the embedded broker's snapshot after a load bench
 # with searches (noida writes its whole log as one JSON file, so its size is load time);
 # kept an hour, a search still left ~50 KB in it. The worker deletes them two minutes after
-# they are written (``topics/trim.py``, DeleteRecords, which noida drops from its file);
+# they are written (``memstream/kafka/trim.py``, DeleteRecords, which noida drops from its file);
 # this retention is the broker's fallback, longer on purpose: once noida's retention has
 # moved a partition's start, DeleteRecords finds nothing to do, and the records measured
 # still in its file (bench/log_volume.py: 4.2 MB of replies after 150 searches).

@@ -14,8 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from memstream.topics.signing import SecuritySettings
-from memstream.topics.tracing import TracingSettings
+from memstream.topics.trust import SecuritySettings
 
 BrokerKind = Literal["noida", "tansu"]
 GraphBackend = Literal["falkordb", "neo4j", "memory"]
@@ -77,7 +76,7 @@ class GraphSettings(BaseModel):
 class VectorSettings(BaseModel):
     """The vector store: a Milvus Lite file under ``data_dir`` unless a Milvus server URI is set."""
 
-    # "memory": an in-process test double (sinks/memory_vectors.py): nothing is kept after the
+    # "memory": an in-process test double (sinks/vector/memory.py): nothing is kept after the
     # worker stops and no other process sees it; for tests and experiments only
     backend: Literal["milvus", "memory"] = "milvus"
     uri: str | None = None  # http://host:19530 or a path to a .db file
@@ -205,7 +204,7 @@ class WorkerSettings(BaseModel):
     priority_wait_s: float = Field(default=0.5, gt=0)
     commit_interval_s: float = Field(default=0.5, gt=0)
     # How often the worker deletes requests and replies older than two minutes from the
-    # broker (``topics/trim.py``); 0: never (the broker's retention.ms alone).
+    # broker (``memstream/kafka/trim.py``); 0: never (the broker's retention.ms alone).
     trim_interval_s: float = Field(default=30.0, ge=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
@@ -388,7 +387,7 @@ class LimitsSettings(BaseModel):
 
 
 class ErasureSettings(BaseModel):
-    """Per-cube data keys sealing every event value (``topics/shred.py``): ``delete_cube``
+    """Per-cube data keys sealing every event value (``topics/sealing.py``): ``delete_cube``
     destroys the key, so the cube's records in every topic become unreadable.
 
     ``enabled`` None: on for the embedded stack (no bootstrap server configured), where
@@ -425,6 +424,16 @@ class GovernanceSettings(BaseModel):
 
     def budget_of(self, cube_id: str) -> int | None:
         return self.cube_token_budgets.get(cube_id, self.token_budget)
+
+
+class TracingSettings(BaseModel):
+    """OpenTelemetry traces (``MEMSTREAM_TRACING__ENABLED=true``); needs ``memstream[otel]``."""
+
+    enabled: bool = False
+    # OTLP over HTTP/protobuf: the collector's traces endpoint (its port 4318)
+    otlp_endpoint: str = "http://localhost:4318/v1/traces"
+    service_name: str | None = None  # default: memstream-worker / memstream-client
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)  # of new traces (roots)
 
 
 class Settings(BaseSettings):

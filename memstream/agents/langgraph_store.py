@@ -33,7 +33,7 @@ from langgraph.store.base import (
 )
 
 from memstream.agents.langgraph_values import decode, encode, matches, text_of
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     MAX_TOP_K,
     DeadLetter,

@@ -14,7 +14,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from memstream.topics.datadir import with_data_dir
+from memstream.local.datadir import with_data_dir
 from memstream.topics.settings import Settings
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -57,7 +57,7 @@ def mcp(user_id: str, cube_id: str | None, http_port: int | None, host: str, log
             f"memstream mcp needs the MCP SDK ({exc.name} is missing): "
             "pip install 'memstream[mcp]'") from None
     from memstream.agents.memory_tools import Identity
-    from memstream.topics.client import ClientError
+    from memstream.client.client import ClientError
 
     level = log_level.upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -19,10 +19,10 @@ from pydantic import Field
 
 from memstream import __version__
 from memstream.agents.memory_tools import Identity, MemoryTools, ToolFailure
-from memstream.topics.client import ClientError, MemoryClient, MemoryServiceError
+from memstream.client.client import ClientError, MemoryClient, MemoryServiceError
+from memstream.history.provenance import NodeNotFound
 from memstream.topics.events import MAX_TOP_K
 from memstream.topics.limits import LimitExceeded
-from memstream.topics.provenance import NodeNotFound
 from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.mcp")

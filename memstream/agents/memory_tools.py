@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memstream.agents.views import change_view, explanation_view, memory_view
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     ActivationMemory,
     DeleteNodes,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memstream.history.provenance import Change, Explanation
 from memstream.topics.models import MemoryItem
-from memstream.topics.provenance import Change, Explanation
 
 
 def memory_view(node: MemoryItem, score: float | None = None,

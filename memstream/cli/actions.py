@@ -18,7 +18,7 @@ from rich.text import Text
 from memstream.cli.counts import added_since, mark
 from memstream.cli.errors import InputError, validation_line
 from memstream.cli.writes import read_refused, refusals
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
     ConversationChunk,
     Document,

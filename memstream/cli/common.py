@@ -17,7 +17,7 @@ from rich.console import Console
 
 from memstream import __version__
 from memstream.cli.errors import InputError, not_empty, run, validation_line
-from memstream.topics.client import MemoryClient
+from memstream.client.client import MemoryClient
 from memstream.topics.events import Event
 from memstream.topics.settings import Settings
 
@@ -27,7 +27,7 @@ console = Console()
 def settings_for(data_dir: Path | None) -> Settings:
     """Settings from the environment, with the data directory found from here (an explicit
     ``--data-dir`` or ``MEMSTREAM_DATA_DIR``, else the nearest ``.memstream`` upwards)."""
-    from memstream.topics.datadir import with_data_dir
+    from memstream.local.datadir import with_data_dir
 
     try:
         settings = Settings()

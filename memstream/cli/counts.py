@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
-from memstream.topics.client import ClientError, MemoryClient
+from memstream.client.client import ClientError, MemoryClient
+from memstream.kafka.compat import start_or_release, stop_within
 from memstream.topics.events import MemoryUpdate
-from memstream.topics.kafka_compat import start_or_release, stop_within
 from memstream.topics.registry import MEMORY_UPDATES
 
 ADD_STAGE = "memory.add"

@@ -48,7 +48,7 @@ def one_line(exc: BaseException) -> click.ClickException:
         return InputError(validation_line(exc))
     if isinstance(exc, LimitExceeded):
         return InputError(f"{exc} — nothing was published")
-    from memstream.topics.client import MemoryServiceError
+    from memstream.client.client import MemoryServiceError
 
     if isinstance(exc, MemoryServiceError):
         return click.ClickException(exc.message)

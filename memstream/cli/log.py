@@ -25,7 +25,8 @@ from memstream.cli.common import (
     settings_for,
     user_option,
 )
-from memstream.topics.client import MemoryClient
+from memstream.client.client import MemoryClient
+from memstream.history.provenance import Change, Explanation, live_ids, read_updates
 from memstream.topics.events import (
     BackupCube,
     ExtractedMemory,
@@ -34,7 +35,6 @@ from memstream.topics.events import (
     LoadCube,
     UnfreezeNodes,
 )
-from memstream.topics.provenance import Change, Explanation, live_ids, read_updates
 
 
 def _time(value: str) -> datetime:

@@ -26,7 +26,7 @@ from memstream.cli.common import (
 from memstream.cli.errors import InputError, not_empty
 from memstream.cli.log import backup_every_cube
 from memstream.cli.writes import resolve_ids
-from memstream.topics.client import MemoryClient
+from memstream.client.client import MemoryClient
 from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
 from memstream.topics.models import MemoryItem, MemoryType
 from memstream.topics.settings import Settings

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memstream.cli.common import apply_command, console, data_dir_option, run_async, settings_for
 from memstream.cli.errors import InputError
-from memstream.topics.client import MemoryClient
+from memstream.client.client import MemoryClient
 from memstream.topics.events import DropViews, PromoteCube, ReplayCube
 from memstream.topics.settings import Settings
 

@@ -170,11 +170,11 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
+    from memstream.cli.worker_metrics import summary_json, summary_table
+    from memstream.kafka.admin import worker_lag
     from memstream.local.log_report import status_lines, status_report
     from memstream.local.services import recorded_worker
     from memstream.local.services import status as service_status
-    from memstream.topics.admin import worker_lag
-    from memstream.topics.metrics_summary import summary_json, summary_table
 
     st = await service_status(settings.data_dir)
     bootstrap = settings.kafka.bootstrap_servers or st.broker

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memstream.cli.errors import InputError
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import DeadLetter, WriteToken
 from memstream.topics.registry import DEAD_LETTER
 from memstream.topics.settings import Settings

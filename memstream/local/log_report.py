@@ -1,4 +1,4 @@
-"""What `memstream up` and `status` say about records the broker lost (topics.log_ends)."""
+"""What `memstream up` and `status` say about records the broker lost (kafka.log_ends)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from memstream.kafka.log_ends import Loss, check, read_ledger, recorded_losses
 from memstream.local.broker_snapshot import Restored
-from memstream.topics.log_ends import Loss, check, read_ledger, recorded_losses
 from memstream.topics.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from memstream.kafka.admin import ensure_topics
 from memstream.local.broker import (
     LocalBroker,
     create_broker,
@@ -26,7 +27,6 @@ from memstream.local.broker import recorded_pid as broker_pid
 from memstream.local.broker_snapshot import Restored
 from memstream.local.falkordb import FalkorDBServer
 from memstream.local.processes import pid_alive
-from memstream.topics.admin import ensure_topics
 from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.local.stack")

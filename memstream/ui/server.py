@@ -17,11 +17,11 @@ from typing import Any
 
 from aiohttp import web
 
+from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.history.provenance import NodeNotFound
 from memstream.sinks.ports import GraphStore
-from memstream.topics.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import MemoryUpdate
 from memstream.topics.models import MemoryItem
-from memstream.topics.provenance import NodeNotFound
 from memstream.topics.settings import Settings
 
 TREE_TYPES = ("LongTermMemory", "UserMemory", "EpisodicMemory")
@@ -159,7 +159,7 @@ async def serve(settings: Settings, user_id: str, cube_id: str, host: str, port:
                 on_ready: Callable[[str], None]) -> None:
     """Run the page until Ctrl-C or SIGTERM."""
     from memstream.local.services import status as service_status
-    from memstream.sinks.graph_factory import create_graph_store
+    from memstream.sinks.graph.factory import create_graph_store
 
     graph_uri = settings.graph.uri or (await service_status(settings.data_dir)).graph
     if graph_uri is None:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from memstream.security.keys import destroy as destroy_key
 from memstream.sinks.dump import backup_cube, dump_cube, load_cube
 from memstream.sinks.erasure import purge_deleted
 from memstream.streams.core.lifecycle import set_frozen, sweep
@@ -42,7 +43,6 @@ from memstream.topics.events import (
 )
 from memstream.topics.ids import derived_event_id, working_copy_id
 from memstream.topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
-from memstream.topics.shred import destroy as destroy_key
 
 log = logging.getLogger("memstream.commands")
 STAGE = "commands"

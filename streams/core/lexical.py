@@ -3,7 +3,7 @@
 The graph store's full-text index recalls by words but scores with its own TF-IDF and
 no stemming ("painting" never meets "paint"); on LoCoMo, BM25 over stemmed words lifted
 chunk recall@10 from 0.823 to 0.855 (bench/retrieval_quality.py). Words come from
-``sinks.fulltext.words`` (stopwords out, Chinese segmented), Latin ones Snowball-stemmed.
+``sinks.graph.fulltext.words`` (stopwords out, Chinese segmented), Latin ones Snowball-stemmed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import simplemma
 import snowballstemmer
 
-from memstream.sinks.fulltext import words
+from memstream.sinks.graph.fulltext import words
 
 _lock = threading.Lock()
 _stemmer = snowballstemmer.stemmer("english")

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from memstream.kafka import tracing
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
 from memstream.streams.core.conflicts import newer_first
@@ -31,7 +32,6 @@ from memstream.streams.prompts.search import (
     fallback_ids_from_text,
 )
 from memstream.streams.runtime.stage import Deps
-from memstream.topics import tracing
 from memstream.topics.events import ScoredMemory, SearchRequest
 from memstream.topics.models import MemoryItem, MemoryType
 

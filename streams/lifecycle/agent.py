@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 
 import faust
 
-from memstream.streams.app import BoundTopics
+from memstream.kafka.headers import headers_for
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import LifecycleSweep, WriteToken
-from memstream.topics.headers import headers_for
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import MEMORY_COMMANDS
 

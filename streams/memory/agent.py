@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from memstream.streams.app import BoundTopics, register_stage
+from memstream.streams.app import register_stage
 from memstream.streams.memory.logic import STAGE, add_memories
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.stage import Deps, StageStats
 from memstream.topics.registry import MEMORY_ITEMS
 

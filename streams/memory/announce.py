@@ -4,7 +4,7 @@ Two cuts, both applied to a batch's outputs after they are decided, so the decis
 their ids stay what they were:
 
 - ``slim_added``: an ``added`` whose item rebuilds the node carries no snapshot
-  (``topics/snapshots.py``); the item is on ``memory.items`` already.
+  (``memstream/history/snapshots.py``); the item is on ``memory.items`` already.
 - ``fold_evictions``: the working-memory copies a batch evicts (capacity, oldest first) are
   named on the ``added`` records whose copies pushed them out (``removed_ids``), instead of one
   ``removed`` record per evicted copy; the deletion still waits until they are sent.
@@ -16,9 +16,9 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from memstream.history.snapshots import slim
 from memstream.streams.runtime.stage import Outgoing, Record
 from memstream.topics.events import ExtractedMemory, MemoryUpdate
-from memstream.topics.snapshots import slim
 
 
 class RecentItems:

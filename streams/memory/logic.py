@@ -13,6 +13,8 @@ from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any
 
+from memstream.history.snapshots import node_of_item
+from memstream.kafka import tracing
 from memstream.streams.core.conflicts import conflict_edges, guesses, linked, recorded_conflicts
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import (
@@ -33,12 +35,10 @@ from memstream.streams.memory.announce import fold_evictions, slim_added
 from memstream.streams.memory.chunks import chunk_key
 from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.streams.text.words import short_title
-from memstream.topics import tracing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryType
 from memstream.topics.registry import BY_SUFFIX, MEMORY_UPDATES
-from memstream.topics.snapshots import node_of_item
 
 log = logging.getLogger("memstream.memory")
 STAGE = "memory.add"
@@ -50,7 +50,7 @@ def node_id_for(item: ExtractedMemory) -> str:
 
 
 def build_node(item: ExtractedMemory) -> MemoryItem:
-    """The long-term node for an extracted item (``topics/snapshots.py``: readers rebuild
+    """The long-term node for an extracted item (``memstream/history/snapshots.py``: readers rebuild
     it from the item the same way), titled by the add stage when the item has no key."""
     return node_of_item(item, node_id_for(item), item.key or short_title(item.memory))
 

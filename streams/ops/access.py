@@ -11,8 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from memstream.security.access import CubeAccess
 from memstream.streams.runtime.stage import Deps, PermanentError, Record
-from memstream.topics.access import CubeAccess
 from memstream.topics.events import DumpCube, LifecycleSweep, ShareCube, UnshareCube
 
 log = logging.getLogger("memstream.access")

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from memstream.kafka import tracing
 from memstream.streams import metering
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.metering import BudgetNotice
 from memstream.streams.runtime.stage import PermanentError
-from memstream.topics import tracing
 from memstream.topics.settings import GovernanceSettings
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The provenance indexer: records where each cube's records sit in the log.
 
 A consumer in a group of its own (``index_group``) reads the topics provenance needs
-(``topics.log_index.INDEXED``), turns each record into refs (cube, topic, partition, offset,
+(``history.log_index.INDEXED``), turns each record into refs (cube, topic, partition, offset,
 event id, the memories it names) and writes them to the graph store, then commits. Refs are
 upserts keyed by position, so a redelivered batch writes nothing new; the group's committed
 offsets tell a reader how far the index goes. A replay re-announces a cube's updates under
@@ -22,11 +22,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from memstream.history.log_index import INDEXED, LogRef, index_group, refs_of
+from memstream.kafka.compat import cancel_within
+from memstream.kafka.members import worker_client_id
 from memstream.sinks.ports import GraphStore
 from memstream.streams.runtime.stage import Pause
-from memstream.topics.kafka_compat import cancel_within
-from memstream.topics.log_index import INDEXED, LogRef, index_group, refs_of
-from memstream.topics.members import worker_client_id
 from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.provenance")

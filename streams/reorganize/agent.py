@@ -13,15 +13,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memstream.streams.app import BoundTopics
+from memstream.kafka.progress import Progress
 from memstream.streams.reorganize.asof import FACT_TYPES
 from memstream.streams.reorganize.logic import STAGE, on_add, on_merge, on_remove
 from memstream.streams.reorganize.optimize import Scopes, run_scopes, run_windows
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.priority import PriorityProcessor, priority_agent
 from memstream.streams.runtime.stage import Deps, Outgoing, Record, StageStats
 from memstream.streams.runtime.stall_check import hold_stall_reports
 from memstream.topics.events import ReorganizeEvent
-from memstream.topics.progress import Progress
 from memstream.topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
 
 log = logging.getLogger("memstream.reorganize")

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from memstream.kafka import tracing
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import apply, resolve
 from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.organize import organize
 from memstream.streams.reorganize.writes import STAGE, moved, update, write_edges
 from memstream.streams.runtime.stage import Deps, Outgoing
-from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id
 from memstream.topics.models import Edge

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from memstream.kafka import tracing
 from memstream.streams import metering
 from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.llm.port import LLMError
@@ -34,7 +35,6 @@ from memstream.streams.reorganize.clustering import (
 )
 from memstream.streams.reorganize.writes import complete, written_by
 from memstream.streams.runtime.stage import Deps, Outgoing
-from memstream.topics import tracing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, StoredMemoryType

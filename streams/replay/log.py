@@ -18,12 +18,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 
+from memstream.security.signing import SignatureRefused, Verifier
 from memstream.streams.runtime.stage import RawRecord, Record
 from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import Origin
 from memstream.topics.registry import TopicSpec
 from memstream.topics.settings import Settings
-from memstream.topics.signing import SignatureRefused, Verifier
 
 log = logging.getLogger("memstream.replay")
 

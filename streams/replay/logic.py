@@ -31,6 +31,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
+from memstream.kafka.headers import headers_for
+from memstream.security.signing import Signer
 from memstream.streams.llm.factory import create_llm
 from memstream.streams.replay.log import LogRecord, end_offsets, read_cube
 from memstream.streams.replay.stages import InlineOptimizer, ReplayStages
@@ -48,7 +50,6 @@ from memstream.topics.events import (
     ReorganizeEvent,
     ReplayCube,
 )
-from memstream.topics.headers import headers_for
 from memstream.topics.ids import derived_event_id
 from memstream.topics.registry import (
     CONVERSATIONS,
@@ -58,7 +59,6 @@ from memstream.topics.registry import (
     WORKING_MEMORY,
     TopicSpec,
 )
-from memstream.topics.signing import Signer
 
 log = logging.getLogger("memstream.replay")
 STAGE = "replay"

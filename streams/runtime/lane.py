@@ -25,9 +25,9 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from memstream.kafka.compat import cancel_within, mark_latency_sensitive
+from memstream.kafka.members import worker_client_id
 from memstream.streams.runtime.stage import Pause, RawRecord, StageStats
-from memstream.topics.kafka_compat import cancel_within, mark_latency_sensitive
-from memstream.topics.members import worker_client_id
 from memstream.topics.registry import TopicSpec, consumer_group
 from memstream.topics.settings import Settings
 

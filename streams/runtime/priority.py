@@ -28,7 +28,8 @@ from typing import Any
 import faust
 from aiokafka import TopicPartition
 
-from memstream.streams.app import BoundTopics, Runner, handle_batch, raw_of
+from memstream.kafka.progress import Progress
+from memstream.streams.runtime.batches import BoundTopics, Runner, handle_batch, raw_of
 from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
@@ -38,7 +39,6 @@ from memstream.streams.runtime.stage import (
     make_batch_handler,
 )
 from memstream.streams.runtime.turns import Held, TurnQueue, current_only, hold
-from memstream.topics.progress import Progress
 from memstream.topics.registry import TopicSpec
 
 log = logging.getLogger("memstream.priority")

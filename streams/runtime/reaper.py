@@ -1,7 +1,7 @@
 """A running worker drops group members left by workers of this host that were killed.
 
 The embedded noida-db broker never expires a member whose process died (see
-``topics.members``): after ``SIGKILL`` of one of two workers sharing a group, the dead one
+``kafka.members``): after ``SIGKILL`` of one of two workers sharing a group, the dead one
 stayed a member with its partitions for good (``bench/scale.py --kill``: ``memory.items``
 partitions held pending records for minutes, until the run gave up). Starting workers
 already drop such members; a running worker now also looks every session timeout, so the
@@ -14,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from memstream.topics.members import remove_stale_members
+from memstream.kafka.members import remove_stale_members
 
 log = logging.getLogger("memstream.worker")
 

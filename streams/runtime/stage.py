@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 from pydantic import BaseModel, ValidationError
 
+from memstream.security.signing import Verifier
 from memstream.sinks.ports import StoreUnavailable
 from memstream.streams import metering
 from memstream.streams.runtime.tracing import stage_span, stamp
@@ -32,9 +33,8 @@ from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
 from memstream.topics.ids import derived_event_id
 from memstream.topics.limits import check_content, check_encoded, check_raw
 from memstream.topics.registry import DEAD_LETTER, MEMORY_UPDATES, TopicSpec
+from memstream.topics.sealing import unseal
 from memstream.topics.settings import LimitsSettings, Settings, WorkerSettings
-from memstream.topics.shred import unseal
-from memstream.topics.signing import Verifier
 
 if TYPE_CHECKING:
     from memstream.sinks.memory_store import MemoryStore

@@ -1,4 +1,4 @@
-"""Spans of the stages (``topics.tracing``): one per cube batch a stage handles.
+"""Spans of the stages (``tracing``): one per cube batch a stage handles.
 
 A stage's span is a child of the trace context its first record carries (the others'
 are links), and the outputs it returns carry its own context, so the next stage's span
@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from memstream.topics import tracing
+from memstream.kafka import tracing
 
 # (records, raw records and outputs of ``streams.runtime``, which imports this module)
 Out = TypeVar("Out")

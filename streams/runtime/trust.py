@@ -1,4 +1,4 @@
-"""A worker's check of each consumed event's signature (``topics.signing``).
+"""A worker's check of each consumed event's signature (``security.signing``).
 
 Called where records are decoded, before any access check: an event refused here is
 dead-lettered (a request gets an error reply) with the reason, and nothing of it is stored.
@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from memstream.topics.signing import SignatureRefused, Verifier
+from memstream.security.signing import SignatureRefused, Verifier
 
 
 class RawRecord(Protocol):

@@ -17,8 +17,8 @@ import logging
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from memstream.kafka.compat import cancel_within
 from memstream.topics.events import PromoteCube
-from memstream.topics.kafka_compat import cancel_within
 from memstream.topics.registry import CUBE_VIEWS
 from memstream.topics.settings import Settings
 

@@ -20,10 +20,12 @@ from typing import Any
 
 import faust
 
+from memstream.kafka.admin import TopicPlan, ensure_plans
 from memstream.streams import metering
-from memstream.streams.app import BatchHandler, BoundTopics, register_batch_agent
+from memstream.streams.app import register_batch_agent
 from memstream.streams.core.working_memory import SINK_STAGE, apply_replacements
 from memstream.streams.ops.access import check_write
+from memstream.streams.runtime.batches import BatchHandler, BoundTopics
 from memstream.streams.runtime.stage import (
     Deps,
     Outgoing,
@@ -40,7 +42,6 @@ from memstream.streams.scheduler.activation import activation_event, due_for_ren
 from memstream.streams.scheduler.logic import STAGE, QueryTrace, Step, handle, route
 from memstream.streams.scheduler.planning import QueryVectors
 from memstream.streams.scheduler.state import CubeState, state_key
-from memstream.topics.admin import TopicPlan, ensure_plans
 from memstream.topics.events import ScheduleMessage
 from memstream.topics.registry import SCHEDULE_ADD, SCHEDULE_ANSWER, SCHEDULE_QUERY, WORKING_MEMORY
 

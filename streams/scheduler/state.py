@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
 
 from memstream.topics.events import ScheduleMessage
-from memstream.topics.shred import is_sealed, seal, unseal
+from memstream.topics.sealing import is_sealed, seal, unseal
 
 
 def state_key(user_id: str, cube_id: str) -> bytes:
@@ -70,7 +70,7 @@ class CubeState(BaseModel):
         """None for no state, and for the state of an erased cube (its key is destroyed)."""
         if value is None:
             return None
-        if "sealed" in value:  # held sealed in the table and its changelog (topics/shred.py)
+        if "sealed" in value:  # held sealed in the table and its changelog (topics/sealing.py)
             try:
                 return cls.model_validate_json(unseal(str(value["sealed"])))
             except ValidationError:

@@ -7,13 +7,13 @@ once the reply is sent, never delaying it, in batches (``streams/search/usage.py
 
 from __future__ import annotations
 
-from memstream.streams.app import BoundTopics
+from memstream.kafka import tracing
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.stage import Deps, RawRecord, StageStats
 from memstream.streams.runtime.tracing import request_span
 from memstream.streams.search.logic import WaitApplied, answer
 from memstream.streams.search.replying import send_replies
 from memstream.streams.search.usage import UsageWriter
-from memstream.topics import tracing
 from memstream.topics.registry import REQUESTS
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from memstream.history.log_index import LogRefQuery
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import LogRefsRequest, LogRefsResult
-from memstream.topics.log_index import LogRefQuery
 from memstream.topics.models import MemoryItem
 
 

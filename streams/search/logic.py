@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from memstream.security.signing import SignatureRefused
 from memstream.streams import metering
 from memstream.streams.core.retrieval import search
 from memstream.streams.ops.access import AccessDenied, check_read
@@ -47,9 +48,8 @@ from memstream.topics.events import (
 from memstream.topics.limits import LimitExceeded, check_content, check_depth, check_raw
 from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph
 from memstream.topics.registry import REPLIES, REQUESTS
+from memstream.topics.sealing import sealing_overhead, unseal
 from memstream.topics.settings import LimitsSettings
-from memstream.topics.shred import sealing_overhead, unseal
-from memstream.topics.signing import SignatureRefused
 
 log = logging.getLogger("memstream.search")
 STAGE = "search"

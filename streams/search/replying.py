@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from aiokafka.errors import KafkaError
 
-from memstream.streams.app import BoundTopics
+from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.stage import Deps, Outgoing, is_outage
 from memstream.streams.search.logic import too_large
 from memstream.topics.events import Reply

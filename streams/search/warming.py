@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 
-from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.sinks.vector.cache import CachedVectorStore
 from memstream.streams.core import lexical
 from memstream.streams.core.episode_index import indexes_for
 from memstream.streams.runtime.heap import freeze_startup_objects

@@ -7,7 +7,7 @@
   DDL is the only part that differs); its batches stay small to keep every request under
   the endpoint's 4 KB parameter buffer. One driver serves the whole session because a new
   connection after a closed one stalls there.
-- ``memory``: the shipped in-memory double (``sinks.memory_graph``), a fresh store per test.
+- ``memory``: the shipped in-memory double (``sinks.graph.memory``), a fresh store per test.
 
 Every test gets fresh cube ids, so tests share the servers and stores without interfering.
 Async fixtures and tests of the graph suite run on the session event loop.
@@ -23,10 +23,10 @@ import pytest
 import pytest_asyncio
 
 from memstream.local.falkordb import FalkorDBServer
-from memstream.sinks import cypher
-from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.memory_graph import InMemoryGraphStore
-from memstream.sinks.neo4j import Neo4jGraphStore
+from memstream.sinks.graph import cypher
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
+from memstream.sinks.graph.memory import InMemoryGraphStore
+from memstream.sinks.graph.neo4j import Neo4jGraphStore
 from memstream.sinks.ports import GraphStore
 
 GRAPH_BACKENDS = ("falkordb", "neo4j-bolt", "memory")

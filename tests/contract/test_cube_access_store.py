@@ -10,10 +10,10 @@ import pytest
 import pytest_asyncio
 
 from memstream.local.falkordb import FalkorDBServer
-from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.security.access import CubeAccess
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
+from memstream.sinks.graph.memory import InMemoryGraphStore
 from memstream.sinks.ports import GraphStore
-from memstream.topics.access import CubeAccess
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio
 
 from memstream.local.falkordb import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
-from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.support.processes import runs as running

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memstream.sinks.cypher_store import CypherGraphStore
+from memstream.sinks.graph.store import CypherGraphStore
 from memstream.sinks.ports import Filter, GraphStore, StoreError
 from memstream.topics.models import (
     CubeGraph,

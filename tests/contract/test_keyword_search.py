@@ -1,6 +1,6 @@
 """GraphStore.keyword_search: full-text (BM25-style) recall on every adapter, real FalkorDB.
 
-Words are tokenized by memstream before they reach the index (``sinks.fulltext``), so
+Words are tokenized by memstream before they reach the index (``sinks.graph.fulltext``), so
 Chinese is searched by words, and no character of a query can reach the engine's syntax.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memstream.sinks.cypher_store import CypherGraphStore
+from memstream.sinks.graph.store import CypherGraphStore
 from memstream.sinks.ports import Filter
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.contract.graph_fixtures import GRAPH_BACKENDS

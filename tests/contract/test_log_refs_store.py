@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from memstream.history.log_index import LogRef, LogRefQuery
 from memstream.sinks.ports import GraphStore
-from memstream.topics.log_index import LogRef, LogRefQuery
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

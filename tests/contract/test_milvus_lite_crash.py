@@ -12,11 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-from memstream.sinks.milvus import MilvusVectorStore
+from memstream.sinks.vector.milvus import MilvusVectorStore
 
 WRITER = textwrap.dedent("""
     import asyncio, os, signal, sys
-    from memstream.sinks.milvus import MilvusVectorStore
+    from memstream.sinks.vector.milvus import MilvusVectorStore
     from memstream.sinks.ports import VectorRecord
 
     async def main(uri):

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstream.sinks.milvus import MilvusVectorStore
 from memstream.sinks.ports import Filter, StoreError, VectorRecord, VectorStore
-from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.sinks.vector.cache import CachedVectorStore
+from memstream.sinks.vector.milvus import MilvusVectorStore
 from memstream.topics.models import MemoryType, Status
 from tests.contract.vector_fixtures import CONTRACT_DIM, make_vector_store
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream.sinks.graph_props import node_to_props, props_to_node
+from memstream.sinks.graph.props import node_to_props, props_to_node
 from memstream.sinks.ports import GraphStore
 from memstream.topics.models import MemoryItem, MemoryMetadata
 

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from memstream.sinks.falkordb import FalkorDBGraphStore
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
 from memstream.sinks.memory_store import MemoryStore
-from memstream.sinks.memory_vectors import InMemoryVectorServer, InMemoryVectorStore
-from memstream.sinks.milvus import MilvusVectorStore
 from memstream.sinks.ports import VectorStore
-from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.sinks.vector.cache import CachedVectorStore
+from memstream.sinks.vector.memory import InMemoryVectorServer, InMemoryVectorStore
+from memstream.sinks.vector.milvus import MilvusVectorStore
 
 VECTOR_BACKENDS = ["milvus-lite", "milvus-lite-cached", "milvus-server", "memory"]
 # The consistency unit over each kind of Milvus (the cache is covered by the vector suite).

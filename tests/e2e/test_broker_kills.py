@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaConsumer
 
+from memstream.client.client import ClientError, MemoryClient
+from memstream.kafka.log_ends import LogWatch, compare, read_ledger
+from memstream.kafka.progress import Progress, WriteLost
 from memstream.local.broker import recorded_pid, stop_detached
 from memstream.local.broker_snapshot import DATA_FILE, LAST_GOOD, preserve
 from memstream.local.log_report import after_start, status_report
 from memstream.local.stack import EmbeddedStack
-from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import WriteToken
-from memstream.topics.log_ends import LogWatch, compare, read_ledger
-from memstream.topics.progress import Progress, WriteLost
 from memstream.topics.registry import CONVERSATIONS
 from memstream.topics.settings import GraphSettings, KafkaSettings, Settings
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
+from memstream.client.client import MemoryServiceError
 from memstream.sinks.dump import list_backups
-from memstream.topics.client import MemoryServiceError
 from memstream.topics.events import (
     BackupCube,
     DeleteCube,

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from memstream.client.client import ClientError, MemoryClient
 from memstream.local.broker import recorded_pid as broker_pid
 from memstream.local.falkordb import FalkorDBServer
 from memstream.local.processes import pid_alive
-from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import DeadLetter, DumpCube, WriteToken
 from memstream.topics.registry import DEAD_LETTER
 from memstream.topics.settings import Settings

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from memstream.client.client import MemoryServiceError
 from memstream.streams.memory.logic import build_node
-from memstream.topics.client import MemoryServiceError
 from memstream.topics.events import DumpCube, ExtractedMemory, MemoryUpdate, ShareCube, UnshareCube
 from memstream.topics.registry import MEMORY_UPDATES
 from tests.support.pipeline import Pipeline

@@ -30,7 +30,7 @@ from memstream.topics.registry import (
     REPLIES,
     REPLIES_RETENTION_MS,
 )
-from memstream.topics.shred import is_sealed, unseal
+from memstream.topics.sealing import is_sealed, unseal
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 from tests.support.topics import topic_config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream.topics.client import MemoryServiceError
+from memstream.client.client import MemoryServiceError
 from memstream.topics.events import SearchRequest
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 

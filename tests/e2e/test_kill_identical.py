@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
+from memstream.client.client import MemoryClient
+from memstream.kafka.progress import Progress
 from memstream.local.broker import recorded_pid as broker_pid
 from memstream.local.falkordb import FalkorDBServer
 from memstream.local.processes import pid_alive
-from memstream.topics.client import MemoryClient
 from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -34,7 +35,6 @@ from memstream.topics.events import (
     ReorganizeEvent,
     WriteToken,
 )
-from memstream.topics.progress import Progress
 from memstream.topics.registry import (
     CONVERSATIONS,
     DEAD_LETTER,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from memstream.topics.client import LimitExceeded, MemoryClient, MemoryServiceError
+from memstream.client.client import LimitExceeded, MemoryClient, MemoryServiceError
 from memstream.topics.events import DeadLetter
 from memstream.topics.registry import CONVERSATIONS, DEAD_LETTER, MEMORY_ITEMS, REQUESTS
 from memstream.topics.settings import LimitsSettings

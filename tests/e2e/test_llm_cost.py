@@ -13,8 +13,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from memstream.topics.admin import worker_lag
-from memstream.topics.metrics_summary import fetch, per_turn_line
+from memstream.cli.worker_metrics import fetch, per_turn_line
+from memstream.kafka.admin import worker_lag
 from memstream.topics.settings import Settings
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, system_prompt
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest_asyncio
 
 from memstream.samples import DEMO_USER
-from memstream.sinks.memory_graph import InMemoryGraphStore
-from memstream.sinks.memory_vectors import InMemoryVectorStore
+from memstream.sinks.graph.memory import InMemoryGraphStore
+from memstream.sinks.vector.memory import InMemoryVectorStore
 from tests.e2e.test_walking_skeleton import publish_sample
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 

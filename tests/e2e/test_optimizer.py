@@ -15,11 +15,11 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
+from memstream.kafka.progress import Progress
 from memstream.streams.reorganize.agent import Processor
 from memstream.streams.worker import Worker
 from memstream.topics.events import ExtractedMemory, ReorganizeEvent, WriteToken
 from memstream.topics.models import MemoryItem
-from memstream.topics.progress import Progress
 from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH, REORGANIZE_LOW
 from tests.fakes.openai_server import Reply
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

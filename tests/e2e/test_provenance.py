@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from memstream.history.provenance import NodeNotFound
 from memstream.topics.events import (
     DeleteNodes,
     ExtractedMemory,
@@ -19,7 +20,6 @@ from memstream.topics.events import (
     UpdateNode,
 )
 from memstream.topics.models import MemoryItem
-from memstream.topics.provenance import NodeNotFound
 from memstream.topics.registry import MEMORY_ITEMS
 from tests.support.clock import Clock
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from memstream.history.indexed import AmbiguousId
+from memstream.history.log_index import LogRefQuery
+from memstream.history.provenance import NodeNotFound
 from memstream.topics.events import DeleteCube, ExtractedMemory, MemoryUpdate
-from memstream.topics.log_index import LogRefQuery
 from memstream.topics.models import MemoryItem
-from memstream.topics.provenance import NodeNotFound
-from memstream.topics.provenance_read import AmbiguousId
 from memstream.topics.registry import MEMORY_UPDATES
-from memstream.topics.shred import is_sealed
+from memstream.topics.sealing import is_sealed
 from tests.support.cli import pipeline_env, run_cli
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
@@ -128,7 +128,7 @@ async def test_an_ambiguous_id_prefix_is_refused_with_a_clear_error(sealed: Pipe
     await client.wait_applied(token, timeout=120)
     with pytest.raises(AmbiguousId, match=r"id prefix 'abcdefgh' matches several memories"):
         await client.memory_history("abcdefgh", "twins")
-    from memstream.topics.client import MemoryServiceError
+    from memstream.client.client import MemoryServiceError
 
     with pytest.raises(MemoryServiceError, match=r"id prefix 'abcdefgh' matches several"):
         await client.get("twins", ["abcdefgh"])

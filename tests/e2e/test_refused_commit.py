@@ -14,8 +14,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from memstream.topics.client import ClientError
-from memstream.topics.log_index import index_group
+from memstream.client.client import ClientError
+from memstream.history.log_index import index_group
 from memstream.topics.registry import MEMORY_ITEMS
 from tests.support.pipeline import Pipeline
 

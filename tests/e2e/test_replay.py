@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
+from memstream.kafka.progress import Progress
 from memstream.sinks.dump import export_cube
 from memstream.streams.replay import logic as replay_logic
 from memstream.streams.replay.logic import progress_of
@@ -34,7 +35,6 @@ from memstream.topics.events import (
     WriteToken,
 )
 from memstream.topics.models import CubeGraph
-from memstream.topics.progress import Progress
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES, REORGANIZE_HIGH
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

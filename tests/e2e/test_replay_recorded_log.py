@@ -14,11 +14,11 @@ import dataclasses
 import uuid
 from pathlib import Path
 
+from memstream.kafka.admin import ensure_topics
+from memstream.security import keys
 from memstream.sinks.dump import export_cube
 from memstream.streams.replay.logic import replay_cube
 from memstream.streams.worker import replay_stages
-from memstream.topics import shred
-from memstream.topics.admin import ensure_topics
 from memstream.topics.events import MemoryUpdate, ReplayCube
 from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
@@ -42,7 +42,7 @@ async def test_a_log_recorded_by_the_v1_code_replays_into_identical_stores(
     await ensure_topics(settings, p.bootstrap)
     await log_fixture.publish(settings, p.bootstrap, records)
     deps = dataclasses.replace(p.deps, settings=settings)
-    ring = shred.activate(FIXTURE / "keys")  # the cubes' data keys of the recorded run
+    ring = keys.activate(FIXTURE / "keys")  # the cubes' data keys of the recorded run
     try:
         for update in records:  # every old announcement still decodes
             if update.topic == MEMORY_UPDATES.suffix and update.value is not None:
@@ -74,4 +74,4 @@ async def test_a_log_recorded_by_the_v1_code_replays_into_identical_stores(
             assert {n["metadata"]["status"] for n in got["nodes"].values()} >= {
                 "activated", "archived"}
     finally:
-        shred.release(ring.directory)
+        keys.release(ring.directory)

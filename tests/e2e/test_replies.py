@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from memstream.topics.client import ClientError, MemoryClient
+from memstream.client.client import ClientError, MemoryClient
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from memstream.topics.registry import REPLIES
-from memstream.topics.shred import is_sealed
+from memstream.topics.sealing import is_sealed
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
 CUBE = "wide"

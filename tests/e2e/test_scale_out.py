@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest_asyncio
 from pymilvus import MilvusClient
 
-from memstream.sinks.falkordb import FalkorDBGraphStore
-from memstream.sinks.milvus import MilvusVectorStore
+from memstream.client.client import MemoryClient
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
+from memstream.sinks.vector.milvus import MilvusVectorStore
 from memstream.streams.worker import Worker
-from memstream.topics.client import MemoryClient
 from memstream.topics.events import WriteToken
 from memstream.topics.registry import DEAD_LETTER, MEMORY_ITEMS
 from memstream.topics.settings import Settings

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from memstream.client.client import MemoryClient
+from memstream.kafka.admin import topic_offsets
 from memstream.streams.worker import Worker
-from memstream.topics.admin import topic_offsets
-from memstream.topics.client import MemoryClient
 from memstream.topics.events import (
     ActivationMemory,
     MemoryUpdate,

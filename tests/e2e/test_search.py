@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import SearchRequest
 from memstream.topics.registry import DEAD_LETTER, REQUESTS
 from tests.fakes.openai_server import Reply

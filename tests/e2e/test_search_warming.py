@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from memstream.sinks.vector_cache import CachedVectorStore
+from memstream.sinks.vector.cache import CachedVectorStore
 from memstream.streams.core.episode_index import indexes_for
 from memstream.topics.settings import Settings
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline

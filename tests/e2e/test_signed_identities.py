@@ -14,12 +14,13 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from memstream.topics.client import MemoryClient, MemoryServiceError
+from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.security.signing import HEADER, Signer
 from memstream.topics.events import Event, ExtractedMemory, ReplayCube, WriteToken
 from memstream.topics.models import utcnow
 from memstream.topics.registry import MEMORY_ITEMS, TopicSpec
 from memstream.topics.settings import Settings
-from memstream.topics.signing import HEADER, SecuritySettings, Signer, SigningKey
+from memstream.topics.trust import SecuritySettings, SigningKey
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 
 SECRETS = {name: f"{name}-secret-of-at-least-thirty-two-characters" for name in

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from memstream.topics import tracing
+from memstream.kafka import tracing
 from memstream.topics.events import WriteToken
 from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
 

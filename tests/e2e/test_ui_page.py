@@ -20,7 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from memstream.sinks.graph_factory import create_graph_store
+from memstream.sinks.graph.factory import create_graph_store
 from memstream.topics.events import ExtractedMemory
 from memstream.topics.models import SourceRef
 from memstream.topics.registry import MEMORY_ITEMS

@@ -11,8 +11,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from memstream.local.broker import TansuBroker
-from memstream.topics.admin import (
+from memstream.kafka.admin import (
     GroupOffsetsUnsupported,
     TopicAdminError,
     delete_topics,
@@ -20,6 +19,7 @@ from memstream.topics.admin import (
     group_lag,
     topic_offsets,
 )
+from memstream.local.broker import TansuBroker
 from memstream.topics.events import ConversationChunk
 from memstream.topics.registry import (
     ALL_TOPICS,
@@ -47,7 +47,7 @@ def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 async def _describe(bootstrap: str) -> dict[str, dict[str, Any]]:
-    """Every topic as the broker reports it, read independently of topics.admin."""
+    """Every topic as the broker reports it, read independently of kafka.admin."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -127,7 +127,7 @@ async def test_existing_smaller_topic_is_left_alone_with_a_warning(
     finally:
         await admin.close()
 
-    with caplog.at_level(logging.WARNING, logger="memstream.topics.admin"):
+    with caplog.at_level(logging.WARNING, logger="memstream.kafka.admin"):
         created = await ensure_topics(settings, kafka_broker)
 
     assert created[conversations] == 1
@@ -140,7 +140,7 @@ async def test_rejected_config_falls_back_to_a_plain_topic(
 ) -> None:
     settings = stream_settings(kafka_broker, topic_prefix, tmp_path)
     odd = TopicSpec("odd", ConversationChunk, partitions=2, config={"retention.ms": "forever"})
-    with caplog.at_level(logging.WARNING, logger="memstream.topics.admin"):
+    with caplog.at_level(logging.WARNING, logger="memstream.kafka.admin"):
         created = await ensure_topics(settings, kafka_broker, specs=[odd])
     assert created == {f"{topic_prefix}odd": 2}
     assert "rejected configs {'retention.ms': 'forever'}" in caplog.text

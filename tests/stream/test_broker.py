@@ -312,7 +312,7 @@ async def test_an_idle_consumer_does_not_spin_on_the_embedded_broker(kafka_broke
     """noida answers empty fetches at once; with the pause an idle consumer stays quiet."""
     import resource
 
-    from memstream.topics.kafka_compat import pause_empty_fetches
+    from memstream.kafka.compat import pause_empty_fetches
 
     topic = f"idle-{os.getpid()}-{time.monotonic_ns()}"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker)

@@ -14,11 +14,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer.fetcher import Fetcher
 
+from memstream.client.client import ClientError, MemoryClient
+from memstream.kafka import compat as kafka_compat
+from memstream.kafka.compat import STOP_S
 from memstream.local.broker import NoidaBroker
-from memstream.topics import kafka_compat
-from memstream.topics.client import ClientError, MemoryClient
 from memstream.topics.events import MemoryUpdate
-from memstream.topics.kafka_compat import STOP_S
 from memstream.topics.settings import Settings
 
 

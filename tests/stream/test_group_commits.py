@@ -17,8 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 
+from memstream.kafka.compat import stop_within
 from memstream.streams.runtime.group_commits import commit_only_in_a_settled_group, settled
-from memstream.topics.kafka_compat import stop_within
 
 pytestmark = pytest.mark.timeout(120)
 PARTITIONS = 4

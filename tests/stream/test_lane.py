@@ -10,9 +10,9 @@ import uuid
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from memstream.kafka.admin import ensure_topics
 from memstream.streams.runtime.lane import RequestLane
 from memstream.streams.runtime.stage import RawRecord, StageStats
-from memstream.topics.admin import ensure_topics
 from memstream.topics.registry import REQUESTS, consumer_group
 from memstream.topics.settings import Settings
 from tests.stream.broker_fixtures import stream_settings

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from memstream.kafka.admin import ensure_topics
 from memstream.streams.app import create_app
 from memstream.streams.runtime.stall_check import hold_stall_reports
-from memstream.topics.admin import ensure_topics
 from memstream.topics.registry import REORGANIZE_LOW, SCHEDULE_ADD
 from tests.stream.broker_fixtures import stream_settings
 

@@ -1,4 +1,5 @@
-"""Transient topics leave the embedded broker's file (topics/trim.py): checked by the file."""
+"""Transient topics leave the embedded broker's file (memstream/kafka/trim.py): checked by the
+file."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
+from memstream.kafka.admin import ensure_topics
+from memstream.kafka.trim import trim_once
 from memstream.local.broker import NoidaBroker
 from memstream.local.broker_snapshot import DATA_FILE
-from memstream.topics.admin import ensure_topics
 from memstream.topics.registry import MEMORY_ITEMS, REPLIES, REQUESTS, consumer_group
 from memstream.topics.settings import Settings
-from memstream.topics.trim import trim_once
 
 
 async def test_old_replies_and_answered_requests_are_deleted_from_the_file(

@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.graph.memory import InMemoryGraphStore
 from memstream.sinks.memory_store import MemoryStore
-from memstream.sinks.memory_vectors import InMemoryVectorStore
+from memstream.sinks.vector.memory import InMemoryVectorStore
 from memstream.streams.embed.local import LocalEmbedder
 from memstream.streams.embed.port import Embedder, Vectors
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from memstream.client.client import MemoryClient
 from memstream.local.falkordb import FalkorDBServer
 from memstream.streams.runtime.stage import Clock, Deps
 from memstream.streams.worker import Worker
-from memstream.topics.client import MemoryClient
 from memstream.topics.models import utcnow
 from memstream.topics.settings import Settings
 

@@ -8,7 +8,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from memstream.topics.client import MemoryClient
+from memstream.client.client import MemoryClient
 from memstream.topics.registry import TopicSpec
 from memstream.topics.settings import Settings
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import BaseModel
 
-from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.sinks.graph.memory import InMemoryGraphStore
 from memstream.streams import metering
 from memstream.streams.llm.port import ChatMessage, LLMUsage, Task
 from memstream.streams.llm.rules import STAND_INS

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memstream.sinks import cypher
-from memstream.sinks.graph_props import node_to_props, props_to_node
+from memstream.sinks.graph import cypher
+from memstream.sinks.graph.props import node_to_props, props_to_node
 from memstream.sinks.ports import FILTER_FIELDS, Filter, StoreError
 from memstream.topics.models import EDGE_TYPES, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 

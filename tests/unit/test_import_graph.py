@@ -7,8 +7,9 @@ deferred import is still a dependency, and a cycle kept alive by deferring it).
 - A *room* is a folder of ``streams/`` that does work of its own: every stage (a folder with
   an ``agent.py``) and ``replay``. No room imports another room; the shared folders import no
   room; ``streams.worker`` is the one module that wires rooms together.
-- The contract (``topics``) imports no processing and no storage; storage imports no
-  processing; nothing below the CLI imports it.
+- The contract (``topics``) imports nothing of memstream but itself; storage imports no
+  processing; the runtime of ``streams`` never reaches up into the app that wires it;
+  nothing below the CLI imports it.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def test_the_rooms_are_found() -> None:
 
 def test_the_cli_and_topics_are_read() -> None:
     modules = set(graph())
-    assert {"memstream.cli.common", "memstream.topics.client", "memstream.local.broker",
+    assert {"memstream.cli.common", "memstream.client.client", "memstream.local.broker",
             "memstream.sinks.ports", "memstream.streams.replay.logic"} <= modules
 
 
@@ -171,10 +172,24 @@ def test_shared_modules_import_no_room() -> None:
     assert leaks == []
 
 
+def test_the_contract_imports_only_itself() -> None:
+    """Any producer can depend on ``topics`` alone: it reaches no client, no launcher of
+    local services, no processing and no storage."""
+    wrong = sorted(f"{module} imports {target}"
+                   for module, targets in graph().items()
+                   if module.startswith("memstream.topics.")
+                   for target in targets
+                   if not target.startswith("memstream.topics."))
+    assert wrong == []
+
+
 @pytest.mark.parametrize(("lower", "upper"), [
-    ("memstream.topics", "memstream.streams"),
-    ("memstream.topics", "memstream.sinks"),
-    ("memstream.topics", "memstream.cli"),
+    ("memstream.streams.runtime", "memstream.streams.app"),
+    ("memstream.streams.runtime", "memstream.streams.worker"),
+    ("memstream.security", "memstream.streams"),
+    ("memstream.kafka", "memstream.streams"),
+    ("memstream.history", "memstream.streams"),
+    ("memstream.client", "memstream.streams"),
     ("memstream.sinks", "memstream.streams"),
     ("memstream.sinks", "memstream.cli"),
     ("memstream.streams", "memstream.cli"),

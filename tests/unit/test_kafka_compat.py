@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from memstream.topics.kafka_compat import FetchPause, cancel_within
+from memstream.kafka.compat import FetchPause, cancel_within
 
 
 def test_a_busy_consumer_pauses_briefly_and_an_idle_one_the_full_jittered_pause() -> None:

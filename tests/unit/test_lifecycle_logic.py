@@ -7,16 +7,16 @@ from typing import Any, cast
 
 import pytest
 
-from memstream.sinks.memory_graph import InMemoryGraphStore
+from memstream.history.provenance import CubeLog, explain_node, fold
+from memstream.sinks.graph.memory import InMemoryGraphStore
 from memstream.sinks.memory_store import MemoryStore
-from memstream.sinks.memory_vectors import InMemoryVectorStore
+from memstream.sinks.vector.memory import InMemoryVectorStore
 from memstream.streams.core.lifecycle import EXPIRED_TEXT, FreezeRejected, set_frozen, sweep
 from memstream.streams.lifecycle.agent import sweep_events
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ExtractedMemory, FreezeNodes, LifecycleSweep, MemoryUpdate
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import Edge, MemoryItem, MemoryMetadata, SourceRef, UsageRecord
-from memstream.topics.provenance import CubeLog, explain_node, fold
 from memstream.topics.settings import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""What memstream last saw of its log against what the broker holds (topics.log_ends):
+"""What memstream last saw of its log against what the broker holds (kafka.log_ends):
 pure comparisons and the record files, no broker."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memstream.kafka.log_ends import Ledger, compare, read_ledger, write_ledger
 from memstream.local.log_report import describe, status_lines
-from memstream.topics.log_ends import Ledger, compare, read_ledger, write_ledger
 
 AT = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
 

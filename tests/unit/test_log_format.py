@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from memstream.security import keys
 from memstream.streams.runtime.stage import RawRecord, decode
-from memstream.topics import codec, shred
+from memstream.topics import codec, sealing
 from memstream.topics.events import (
     MEMORY_UPDATE_VERSION,
     ConversationChunk,
@@ -87,23 +88,23 @@ def test_the_dictionary_makes_a_small_event_smaller() -> None:
 def test_sealed_values_are_binary_compressed_and_the_json_envelope_still_opens(
     tmp_path: Path,
 ) -> None:
-    shred.activate(tmp_path)
+    keys.activate(tmp_path)
     try:
         item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20)
         raw = MEMORY_ITEMS.encode(item)
-        assert raw.startswith(shred.MAGIC) and b"Porto" not in raw
+        assert raw.startswith(sealing.MAGIC) and b"Porto" not in raw
         assert len(raw) < len(item.model_dump_json()) / 2  # compressed before sealing
         assert MEMORY_ITEMS.decode(raw) == item
-        old = shred.seal("ann", item.model_dump_json().encode())  # the envelope of before
-        assert old.startswith(shred.PREFIX) and MEMORY_ITEMS.decode(old) == item
+        old = sealing.seal("ann", item.model_dump_json().encode())  # the envelope of before
+        assert old.startswith(sealing.PREFIX) and MEMORY_ITEMS.decode(old) == item
         tampered = raw[:-1] + bytes([raw[-1] ^ 1])
         with pytest.raises(ValidationError, match="no longer exists"):
             MEMORY_ITEMS.decode(tampered)
-        assert shred.destroy("ann")
+        assert keys.destroy("ann")
         with pytest.raises(ValidationError, match="cube 'ann' was erased"):
             MEMORY_ITEMS.decode(raw)
     finally:
-        shred.release(tmp_path)
+        keys.release(tmp_path)
 
 
 def test_compact_topics_leave_defaults_out_and_keep_the_version() -> None:
@@ -138,10 +139,10 @@ def test_memory_updates_v2_carry_no_usage_and_v1_records_still_decode() -> None:
 
 
 def test_nesting_is_checked_on_the_opened_value_of_a_sealed_record(tmp_path: Path) -> None:
-    shred.activate(tmp_path)
+    keys.activate(tmp_path)
     try:
         deep = ('{"user_id":"ann","messages":' + "[" * 50 + "]" * 50 + "}").encode()
-        raw = RawRecord("t", 0, 0, b"ann", shred.seal_value("ann", codec.deflate(deep)))
+        raw = RawRecord("t", 0, 0, b"ann", sealing.seal_value("ann", codec.deflate(deep)))
         with pytest.raises(LimitExceeded, match="JSON nesting"):
             decode(CONVERSATIONS, raw, LimitsSettings())
         chunk = ConversationChunk(user_id="ann", messages=(  # type: ignore[arg-type]
@@ -149,7 +150,7 @@ def test_nesting_is_checked_on_the_opened_value_of_a_sealed_record(tmp_path: Pat
         ok = RawRecord("t", 0, 0, b"ann", CONVERSATIONS.encode(chunk))
         assert decode(CONVERSATIONS, ok, LimitsSettings()) == chunk
     finally:
-        shred.release(tmp_path)
+        keys.release(tmp_path)
 
 
 def test_an_old_plain_record_reads_as_it_did() -> None:

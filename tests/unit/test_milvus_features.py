@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.sinks.milvus_features import ServerFeatures
+from memstream.sinks.vector.features import ServerFeatures
 
 
 @pytest.mark.parametrize(

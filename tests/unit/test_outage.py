@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
+from memstream.kafka.members import owner_of, worker_client_id
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.streams.runtime.stage import (
     Outgoing,
@@ -13,7 +14,6 @@ from memstream.streams.runtime.stage import (
     is_outage,
     with_retries,
 )
-from memstream.topics.members import owner_of, worker_client_id
 
 
 def _wrapped(cause: BaseException) -> StoreError:

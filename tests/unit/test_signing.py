@@ -1,5 +1,5 @@
-"""Signatures of events' user and cube (topics/signing.py): every refusal names its reason,
-and never the key."""
+"""Signatures of events' user and cube (memstream/security/signing.py): every refusal names its
+reason, and never the key."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from memstream.topics.settings import Settings
-from memstream.topics.signing import (
+from memstream.security.signing import (
     HEADER,
     SecuritySettings,
     SignatureRefused,
@@ -18,6 +17,7 @@ from memstream.topics.signing import (
     Verifier,
     check_worker_signing,
 )
+from memstream.topics.settings import Settings
 
 OLD, NEW = "o" * 40, "n" * 40
 T0 = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)

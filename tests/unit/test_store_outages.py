@@ -9,10 +9,10 @@ import grpc
 import pytest
 from pymilvus.exceptions import MilvusException
 
-from memstream.sinks.milvus import MilvusVectorStore
-from memstream.sinks.milvus_errors import store_error
-from memstream.sinks.neo4j import Neo4jGraphStore
+from memstream.sinks.graph.neo4j import Neo4jGraphStore
 from memstream.sinks.ports import StoreUnavailable
+from memstream.sinks.vector.errors import store_error
+from memstream.sinks.vector.milvus import MilvusVectorStore
 from memstream.streams.runtime.stage import is_outage
 
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 import textwrap
 
-from memstream.topics import tracing
+from memstream.kafka import tracing
+from memstream.kafka.headers import headers_for
 from memstream.topics.events import ExtractedMemory
-from memstream.topics.headers import headers_for
 
 WITHOUT_OTEL = textwrap.dedent("""
     import importlib.abc, logging, sys
@@ -24,11 +24,11 @@ WITHOUT_OTEL = textwrap.dedent("""
     sys.meta_path.insert(0, NoOtel())
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
-    from memstream.topics import tracing
-    from memstream.topics.headers import headers_for
+    from memstream.kafka import tracing
+    from memstream.kafka.headers import headers_for
     from memstream.topics.events import ExtractedMemory
     from memstream.streams.runtime.tracing import stage_span, stamp
-    import memstream.topics.client, memstream.streams.worker  # import without the extra
+    import memstream.client.client, memstream.streams.worker  # import without the extra
 
     assert not tracing.configure(tracing.TracingSettings(enabled=True), "x")
     assert not tracing.enabled()

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from memstream.topics import tracing
+from memstream.kafka import tracing
 
 
 class Collector(BaseHTTPRequestHandler):

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memstream.history.snapshots import is_slim
 from memstream.streams.llm.port import LLMError
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.memory.logic import add_memories
@@ -16,7 +17,6 @@ from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import MemoryItem, SourceRef
-from memstream.topics.snapshots import is_slim
 from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, records, sent
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)

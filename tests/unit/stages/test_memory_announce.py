@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memstream.history.provenance import fold, live_ids, with_snapshots
+from memstream.history.snapshots import is_slim, restore
 from memstream.streams.memory.logic import add_memories, node_id_for
 from memstream.topics.events import ExtractedMemory, MemoryUpdate
 from memstream.topics.ids import working_copy_id
-from memstream.topics.provenance import fold, live_ids, with_snapshots
 from memstream.topics.registry import MEMORY_UPDATES
-from memstream.topics.snapshots import is_slim, restore
 from tests.support.doubles import events_of, memory_deps, records, sent
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)

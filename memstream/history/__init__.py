@@ -1,0 +1,1 @@
+"""History, time travel and provenance, read from the retained log."""

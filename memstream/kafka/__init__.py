@@ -1,0 +1,1 @@
+"""Talking to a Kafka broker: topic administration, offsets, group members, record headers."""

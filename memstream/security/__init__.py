@@ -1,0 +1,1 @@
+"""Who may do what: signed identities, cube access, and the data keys that erase a cube."""

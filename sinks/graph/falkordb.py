@@ -1,0 +1,130 @@
+"""GraphStore on FalkorDB through its native client (``falkordb.asyncio``).
+
+Each GRAPH.QUERY is atomic in FalkorDB, but there are no multi-statement transactions:
+``_write_all`` runs its statements one after another. Parameters travel in the client's
+``CYPHER name=value`` header, quoted and escaped by the client; a NUL character would cut
+that header short, so it is refused before anything is sent. Doubles come back with 15
+significant digits (the server's reply format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from falkordb.asyncio import FalkorDB
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memstream.sinks.graph import cypher
+from memstream.sinks.graph.store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
+from memstream.sinks.ports import StoreError, StoreUnavailable
+
+
+def _check_nul(value: object) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise StoreError("FalkorDB cannot store text containing a NUL character")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_nul(key)
+            _check_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_nul(item)
+
+
+def _plain(value: Any) -> Any:
+    """OrderedDicts from the client as plain dicts (lists recursively)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class FalkorDBGraphStore(CypherGraphStore):
+    """One FalkorDB graph (a Redis key) holding every cube; cubes are told apart by ``cube_id``."""
+
+    def __init__(
+        self,
+        uri: str,
+        graph_name: str,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        dialect: cypher.Dialect = cypher.FALKORDB,
+    ) -> None:
+        super().__init__(dialect, batch_size)
+        if not graph_name:
+            raise StoreError("graph_name must not be empty")
+        self.uri = uri
+        self.graph_name = graph_name
+        self._db = FalkorDB.from_url(uri)
+        self._graph = self._db.select_graph(graph_name)
+
+    async def close(self) -> None:
+        await self._db.aclose()
+
+    async def purge_deleted(self, cube_id: str) -> None:
+        """Erasure on disk (``sinks.erasure``): the server rewrites its append-only file and
+        RDB snapshot from what it holds now, so deleted text leaves its files. First the
+        graph's telemetry stream goes: FalkorDB keeps recent queries there (a Redis key,
+        saved with the rest) with their parameters written into the query text."""
+        from memstream.sinks.erasure import rewrite_redis_files
+
+        try:
+            await self._db.connection.delete(f"telemetry{{{self.graph_name}}}")
+            await rewrite_redis_files(self._db.connection)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreError(f"FalkorDB could not rewrite its files after erasing {cube_id!r}: "
+                             f"{exc}") from exc
+
+    async def drop_graph(self) -> None:
+        """Delete the whole graph key (every cube in it); tests and ``memstream down --wipe``."""
+        try:
+            await self._graph.delete()
+        except RedisError as exc:
+            if "empty key" not in str(exc) and "no such key" not in str(exc).lower():
+                raise StoreError(f"FalkorDB: {exc}") from exc
+
+    async def _send(self, query: str, params: Mapping[str, object], read_only: bool) -> Any:
+        if read_only:
+            return await self._graph.ro_query(query, dict(params))
+        return await self._graph.query(query, dict(params))
+
+    async def _run(self, query: str, params: Mapping[str, object], read_only: bool) -> list[Row]:
+        _check_nul(params)
+        try:
+            try:
+                result = await self._send(query, params, read_only)
+            except RedisConnectionError:
+                # The pool's idle connections may all be to a server that has died since
+                # (``memstream up`` restarts it on the same address): each would fail once.
+                # Drop them and send again on a new one; a server still down fails again.
+                # Every statement is an upsert or a MERGE, so sending one twice is harmless.
+                pool = getattr(self._db.connection, "connection_pool", None)
+                if pool is not None:
+                    await pool.disconnect(inuse_connections=False)
+                result = await self._send(query, params, read_only)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise StoreUnavailable(f"FalkorDB at {self.uri} unreachable: {exc}") from exc
+        except RedisError as exc:
+            if read_only and "empty key" in str(exc):
+                return []  # nothing was ever written to this graph
+            first_line = query.strip().splitlines()[0] if query.strip() else ""
+            raise StoreError(f"FalkorDB query failed ({first_line} ...): {exc}") from exc
+        names = [column[1] for column in result.header]
+        return [dict(zip(names, map(_plain, row), strict=True)) for row in result.result_set]
+
+    async def _read(self, query: str, params: Mapping[str, object]) -> list[Row]:
+        return await self._run(query, params, read_only=True)
+
+    async def _write(self, query: str, params: Mapping[str, object]) -> list[Row]:
+        return await self._run(query, params, read_only=False)
+
+    async def _write_all(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        return [await self._write(query, params) for query, params in statements]
+
+    async def _schema(self, statement: str) -> None:
+        await self._write(statement, {})
