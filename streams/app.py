@@ -92,6 +92,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         broker_commit_interval=settings.worker.commit_interval_s,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        producer_compression_type=k.producer_compression,
         loghandlers=[],
     )
     bound = BoundTopics(app=app, settings=settings, bootstrap=bootstrap)

@@ -35,6 +35,7 @@ from memstream.topics.models import (
     _check_identifier,
     utcnow,
 )
+from memstream.topics.sealing import SEALED
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -82,17 +83,17 @@ class Message(BaseModel):
 
     id: str = Field(min_length=1)
     role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(min_length=1)
+    content: Annotated[str, SEALED] = Field(min_length=1)
     timestamp: AwareDatetime
-    name: str | None = None
+    name: Annotated[str | None, SEALED] = None
 
 
 class Document(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     doc_id: str = Field(min_length=1)
-    text: str = Field(min_length=1)
-    title: str | None = None
+    text: Annotated[str, SEALED] = Field(min_length=1)
+    title: Annotated[str | None, SEALED] = None
     uri: str | None = None
     created_at: AwareDatetime | None = None
 
@@ -141,7 +142,7 @@ class ExtractedMemory(Event, MemoryDescription):
     """
 
     id: str | None = None
-    memory: str = Field(min_length=1)
+    memory: Annotated[str, SEALED] = Field(min_length=1)
     memory_type: ItemMemoryType = "LongTermMemory"
     origin: Origin | None = None
     # Position of this item among those extracted from the same chunk.
@@ -156,10 +157,11 @@ class ExtractedMemory(Event, MemoryDescription):
 class UpdateNode(Event):
     command: Literal["update"] = "update"
     node_id: str
-    memory: str | None = None
-    key: str | None = None
-    tags: tuple[str, ...] | None = None
-    background: str | None = None  # e.g. the JSON value of a LangGraph store item
+    memory: Annotated[str | None, SEALED] = None
+    key: Annotated[str | None, SEALED] = None
+    tags: Annotated[tuple[str, ...] | None, SEALED] = None
+    # e.g. the JSON value of a LangGraph store item
+    background: Annotated[str | None, SEALED] = None
     status: Status | None = None
     frozen: bool | None = None
 
@@ -326,7 +328,7 @@ class MemoryUpdate(Event):
     related_ids: tuple[str, ...] = ()
     removed_ids: tuple[str, ...] = ()
     edges: tuple[Edge, ...] = ()
-    reason: str = ""
+    reason: Annotated[str, SEALED] = ""
     cause_event_id: str | None = None
     origin: Origin | None = None
 
@@ -368,7 +370,7 @@ class ScheduleMessage(Event):
     """``label`` is free text on purpose: an unknown label is dead-lettered by the dispatcher."""
 
     label: str = Field(min_length=1)
-    content: str = ""
+    content: Annotated[str, SEALED] = ""
     session_id: str | None = None
     memory_ids: tuple[str, ...] = ()
 
@@ -377,18 +379,18 @@ class WorkingMemoryEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
-    memory: str
+    memory: Annotated[str, SEALED]
 
 
 class WorkingMemoryReplacement(Event):
     session_id: str | None = None
     items: tuple[WorkingMemoryEntry, ...]
-    reason: str = ""
-    queries: tuple[str, ...] = ()
+    reason: Annotated[str, SEALED] = ""
+    queries: Annotated[tuple[str, ...], SEALED] = ()
 
 
 class ActivationMemory(Event):
-    text: str
+    text: Annotated[str, SEALED]
     node_ids: tuple[str, ...] = ()
 
 
@@ -426,13 +428,13 @@ def _meaningful_query(value: str) -> str:
 
 class SearchRequest(RequestBase):
     op: Literal["search"] = "search"
-    query: str = Field(min_length=1)
+    query: Annotated[str, SEALED] = Field(min_length=1)
     top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
     mode: Literal["fast", "fine"] = "fast"
     memory_type: SearchMemoryType = "All"
-    search_filter: dict[str, JsonValue] | None = None
+    search_filter: Annotated[dict[str, JsonValue] | None, SEALED] = None
     session_id: str | None = None
-    chat_history: tuple[dict[str, str], ...] = ()
+    chat_history: Annotated[tuple[dict[str, str], ...], SEALED] = ()
     after: WriteToken | None = None
     # Hits scoring below this are left out (the score is in [0, 1]).
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -442,7 +444,7 @@ class SearchRequest(RequestBase):
 
 class SubgraphRequest(RequestBase):
     op: Literal["subgraph"] = "subgraph"
-    query: str = Field(min_length=1)
+    query: Annotated[str, SEALED] = Field(min_length=1)
     top_k: int = Field(default=5, ge=1, le=50)
     depth: int = Field(default=2, ge=1, le=3)
     center_status: Status = "activated"
@@ -499,7 +501,7 @@ class ScoredMemory(BaseModel):
     score: float
     # For a hit found through an episode's turns: the turns that match, with neighbours (what
     # to show), the message ids of those turns, and the episode (the context of a statement).
-    excerpt: str | None = None
+    excerpt: Annotated[str | None, SEALED] = None
     excerpt_ids: tuple[str, ...] = ()
     episode_id: str | None = None
 
@@ -549,7 +551,7 @@ class ErrorInfo(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     type: str
-    message: str
+    message: Annotated[str, SEALED]
 
 
 class Reply(Event):
@@ -569,12 +571,12 @@ class DeadLetter(Event):
     """
 
     stage: str
-    error: str
+    error: Annotated[str, SEALED]
     error_type: str
     original_topic: str
     original_partition: int | None = None
     original_offset: int | None = None
     original_key: str | None = None
-    payload: str
+    payload: Annotated[str, SEALED]
     payload_encoding: Literal["utf-8", "base64"] = "utf-8"
     attempts: int = 1

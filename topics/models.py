@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from memstream.topics.sealing import SEALED
 
 MemoryType = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "EpisodicMemory"]
 # What extraction files a memory under (the model chooses between these two).
@@ -98,7 +100,7 @@ class UsageRecord(Frozen):
 
     at: AwareDatetime
     requester: str
-    query: str | None = None
+    query: Annotated[str | None, SEALED] = None
 
 
 class MemoryDescription(Frozen):
@@ -107,11 +109,11 @@ class MemoryDescription(Frozen):
 
     session_id: str | None = None
     type: NodeType = "fact"
-    key: str = ""
-    tags: tuple[str, ...] = ()
-    entities: tuple[str, ...] = ()
+    key: Annotated[str, SEALED] = ""
+    tags: Annotated[tuple[str, ...], SEALED] = ()
+    entities: Annotated[tuple[str, ...], SEALED] = ()
     hierarchy_level: HierarchyLevel = "fact"
-    background: str = ""
+    background: Annotated[str, SEALED] = ""
     source: SourceKind = "conversation"
     sources: tuple[SourceRef, ...] = ()
     confidence: float = Field(default=80.0, ge=0, le=100)
@@ -164,7 +166,7 @@ class MemoryItem(Frozen):
     """A memory node."""
 
     id: str
-    memory: str = Field(min_length=1)
+    memory: Annotated[str, SEALED] = Field(min_length=1)
     metadata: MemoryMetadata
 
     def evolve(self, **metadata_changes: Any) -> MemoryItem:
@@ -193,7 +195,7 @@ class Edge(Frozen):
     target: str
     type: EdgeType
     weight: float = 1.0
-    reason: str = ""
+    reason: Annotated[str, SEALED] = ""
 
 
 class Subgraph(Frozen):

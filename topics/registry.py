@@ -12,7 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from memstream.topics.codec import deflate
 from memstream.topics.events import (
     ActivationMemory,
     ConversationChunk,
@@ -27,7 +26,7 @@ from memstream.topics.events import (
     ScheduleMessage,
     WorkingMemoryReplacement,
 )
-from memstream.topics.sealing import seal_value, unseal
+from memstream.topics.sealing import seal_event, sealing_active, unseal
 from memstream.topics.settings import Settings
 
 
@@ -72,12 +71,14 @@ class TopicSpec:
         return event.model_dump_json(exclude_none=self.drop_none).encode()
 
     def encode(self, event: BaseModel, plain: bytes | None = None) -> bytes:
-        """The event's JSON (``plain``, made here if not given), compressed where that pays
-        (``topics/codec.py``), then sealed with its cube's data key when erasure is on.
-        Every reader opens all of these forms."""
-        data = deflate(self.plain(event) if plain is None else plain)
+        """The event's JSON (``plain``, made here if not given), with the fields that hold
+        what a person said sealed with its cube's data key when erasure is on
+        (``topics/sealing.py``). Compression is the producer's, per record batch."""
+        data = self.plain(event) if plain is None else plain
         cube = getattr(event, "cube_id", None)
-        return seal_value(cube, data) if isinstance(cube, str) else data
+        if isinstance(cube, str) and sealing_active():
+            return seal_event(event, data, cube)
+        return data
 
     def name(self, settings: Settings) -> str:
         return settings.topic(self.suffix)

@@ -1,157 +1,239 @@
-"""How a value is sealed with its cube's own data key, so erasure reaches the log.
+"""What a person said, sealed field by field with its cube's own key, so erasure reaches the log.
 
 Kafka cannot delete one cube's records from a partition it shares with other cubes, and
 compaction keeps the latest record per Kafka key (here: the cube), so tombstones cannot
-erase a cube's history either. Instead each cube has a random 256-bit AES-GCM key; every
-value written through the contract (``TopicSpec.encode``) is sealed with the key of the
-cube it belongs to, and ``delete_cube`` destroys the key. Whatever copies of the records
-remain — in any topic, on any broker, in any backup — can no longer be read, so a replay
-of an erased cube finds nothing. ("crypto-shredding")
+erase a cube's history either. Instead each cube has a random 256-bit AES-GCM key, and the
+fields of an event that hold what a person said or what was learnt from it (message text,
+memory text, keys, tags, names; marked ``Sealed`` in the models) are sealed with the key of
+the event's cube; ``delete_cube`` destroys the key. Whatever copies of the records remain —
+in any topic, on any broker, in any backup — can no longer be read, so a replay of an erased
+cube finds nothing. ("crypto-shredding")
 
-Record values are sealed in binary (``seal_value``): ``MAGIC`` (``\\x00s2``), the cube id's
-length (2 bytes, big-endian) and UTF-8 bytes, the 12-byte nonce, then the ciphertext; the
-marker and cube id are the authenticated data. The plaintext is usually compressed first
-(``topics/codec.py``). Records written before that carry the first form, a small JSON
-object ``{"enc": "ms-aesgcm-1", "cube": …, "n": …, "ct": …}`` (base64 nonce and ciphertext,
-about 1.4x the plaintext), which ``seal`` still writes where a text is needed (the
-scheduler's state) and ``unseal`` still reads. Values that are not sealed (other producers,
-older records) are read as they are.
+Everything else of an event (ids, cube, action, types, times, schema version) stays plain
+JSON that any Kafka client reads. A sealed field's value is replaced by an envelope::
+
+    {"$enc": "A256GCM", "kid": "<16 hex>", "iv": "<base64url, 12 bytes>",
+     "ct": "<base64url: ciphertext then the 16-byte tag>"}
+
+- the plaintext is the field's value as JSON text (a string keeps its quotes, a list of tags
+  is a JSON array), UTF-8;
+- ``"zip": "deflate"`` is added when that text was compressed (raw deflate, RFC 1951) before
+  sealing, which is done when it makes the field shorter (long episodes);
+- ``kid`` is the first 16 hex digits of SHA-256 of the key: which key, never the key;
+- the additional authenticated data is the cube id (UTF-8), so a field cannot be moved to
+  another cube's event.
+
+With erasure off (no key directory active), nothing is sealed. ``docs/contracts.md`` shows a
+decoder in a few lines of another language; the forms written before this one are read by
+``topics/legacy.py``.
 
 Keys live in a directory (``Settings.erasure_key_dir``, default ``<data_dir>/keys``), one
-file per cube named by a hash of the cube id, created atomically by whichever process
-needs it first. Producers and workers must share it (one machine: the data dir; several:
-a shared volume or a KMS behind the same two calls). A process may have several key
-directories active (tests run pipelines side by side): a key is looked up in each.
+file per cube; ``memstream.security.keys`` keeps them and activates them here. A process
+may have several key directories active (tests run pipelines side by side): a key is
+looked up in each.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
-from typing import Protocol
+import zlib
+from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from pydantic import ValidationError
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-from memstream.topics.codec import Unreadable, inflate
+from memstream.topics.keysource import KEYRINGS, data_key, unreadable
+from memstream.topics.legacy import PREFIX, SCHEME, is_legacy, open_legacy
 
-SCHEME = "ms-aesgcm-1"
-PREFIX = b'{"enc":"' + SCHEME.encode() + b'"'
-MAGIC = b"\x00s2"
-_NONCE = 12
-_TAG = 16  # AES-GCM's authentication tag
-
-
-class KeySource(Protocol):
-    """Where a cube's data key is found (``memstream.security.keys.Keyring``: a directory)."""
-
-    def get(self, cube_id: str) -> bytes | None: ...
-
-    def create(self, cube_id: str) -> bytes: ...
+ENC = "$enc"  # the key that marks a sealed field's envelope
+ALGORITHM = "A256GCM"
+NONCE_BYTES = 12
+TAG_BYTES = 16  # AES-GCM's authentication tag
+ZIP_MIN_BYTES = 160  # shorter texts rarely deflate by enough to pay for the marker
+_MARK = b'"' + ENC.encode() + b'"'
 
 
-# The key sources in force in this process, newest first (``memstream.security.keys``
-# activates and releases them).
-KEYRINGS: list[KeySource] = []
+def key_id(key: bytes) -> str:
+    return hashlib.sha256(key).hexdigest()[:16]
 
 
-def _key(cube_id: str, create: bool) -> bytes | None:
-    for ring in KEYRINGS:
-        if (key := ring.get(cube_id)) is not None:
-            return key
-    return KEYRINGS[0].create(cube_id) if create and KEYRINGS else None
+class Sealed:
+    """Marks a model field as what a person said or what was learnt from it:
+    ``Annotated[str, SEALED]``. Its JSON Schema admits the envelope in its place."""
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        plain = handler(core)
+        return {"anyOf": [plain, {"$ref": "#/$defs/SealedField"}], "x-sealed": True}
+
+    def __repr__(self) -> str:
+        return "SEALED"
+
+
+SEALED = Sealed()
+
+# The envelope's JSON Schema (``$defs/SealedField`` of every published schema).
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "SealedField",
+    "description": "A field sealed with its cube's data key (AES-256-GCM); see "
+                   "docs/contracts.md for how to open it.",
+    "required": [ENC, "kid", "iv", "ct"],
+    "properties": {
+        ENC: {"const": ALGORITHM},
+        "kid": {"type": "string", "pattern": "^[0-9a-f]{16}$"},
+        "iv": {"type": "string", "description": "base64url, 12 bytes"},
+        "ct": {"type": "string", "description": "base64url: ciphertext then the 16-byte tag"},
+        "zip": {"const": "deflate"},
+    },
+    "additionalProperties": False,
+}
+
+
+def sealing_active() -> bool:
+    return bool(KEYRINGS)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def seal_field(key: bytes, cube_id: str, value: Any) -> dict[str, str]:
+    """The envelope of one field's value (any JSON value)."""
+    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    envelope = {ENC: ALGORITHM, "kid": key_id(key)}
+    if len(plain) >= ZIP_MIN_BYTES:
+        packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+        packed = packer.compress(plain) + packer.flush()
+        if len(packed) < len(plain):
+            plain, envelope["zip"] = packed, "deflate"
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    envelope["iv"] = _b64(nonce)
+    envelope["ct"] = _b64(AESGCM(key).encrypt(nonce, plain, cube_id.encode()))
+    return envelope
+
+
+def open_field(envelope: dict[str, Any], cube_id: str) -> Any:
+    """The value an envelope holds; raises ``ValidationError`` when its key is gone."""
+    key = data_key(cube_id, create=False)
+    if key is None:
+        raise unreadable(f"cube {cube_id!r} was erased (its data key is destroyed)", "")
+    try:
+        plain = AESGCM(key).decrypt(_unb64(envelope["iv"]), _unb64(envelope["ct"]),
+                                    cube_id.encode())
+    except (KeyError, TypeError, ValueError):
+        raise unreadable("a sealed field that is not well formed", str(envelope)) from None
+    except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
+        raise unreadable(f"cube {cube_id!r}: sealed with a key that no longer exists",
+                         "") from None
+    if envelope.get("zip") == "deflate":
+        inflater = zlib.decompressobj(-15)
+        plain = inflater.decompress(plain, 64 * 1024 * 1024)
+        if inflater.unconsumed_tail:
+            raise unreadable("a sealed field that opens to more than 64 MiB", "")
+    return json.loads(plain)
+
+
+_SEALED_FIELDS: dict[type[BaseModel], tuple[tuple[str, bool], ...]] = {}
+
+
+def _fields(model: type[BaseModel]) -> tuple[tuple[str, bool], ...]:
+    """(JSON name, sealed?) of each field of ``model``, computed once per class."""
+    found = _SEALED_FIELDS.get(model)
+    if found is None:
+        found = tuple((info.alias or name, any(m is SEALED for m in info.metadata))
+                      for name, info in model.model_fields.items())
+        _SEALED_FIELDS[model] = found
+    return found
+
+
+def _seal_model(model: BaseModel, data: dict[str, Any], key: bytes, cube_id: str) -> None:
+    for name, sealed in _fields(type(model)):
+        if name not in data:
+            continue
+        value = data[name]
+        if sealed:
+            if value not in (None, "", [], {}):
+                data[name] = seal_field(key, cube_id, value)
+            continue
+        attr = getattr(model, name, None)
+        if isinstance(attr, BaseModel) and isinstance(value, dict):
+            _seal_model(attr, value, key, cube_id)
+        elif isinstance(attr, tuple | list) and isinstance(value, list):
+            for item, item_data in zip(attr, value, strict=False):
+                if isinstance(item, BaseModel) and isinstance(item_data, dict):
+                    _seal_model(item, item_data, key, cube_id)
+
+
+def seal_event(event: BaseModel, plain: bytes, cube_id: str) -> bytes:
+    """``plain`` (the event's JSON) with its sealed fields sealed with the cube's key, or as
+    it is when no key directory is active."""
+    key = data_key(cube_id, create=True)
+    if key is None:
+        return plain
+    data = json.loads(plain)
+    _seal_model(event, data, key, cube_id)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def is_sealed(raw: bytes | str) -> bool:
+    """Whether a value holds sealed fields (or is sealed whole, in an older form)."""
+    data = raw.encode() if isinstance(raw, str) else raw
+    return _MARK in data or data.startswith(PREFIX) or data.startswith(b"\x00s")
+
+
+def _open(data: Any, cube_id: str) -> Any:
+    if isinstance(data, dict):
+        if ENC in data:
+            return open_field(data, cube_id)
+        return {k: _open(v, cube_id) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_open(v, cube_id) for v in data]
+    return data
+
+
+def open_fields(data: Any) -> Any:
+    """A decoded event (JSON data) with every sealed field opened, by its ``cube_id``."""
+    cube = data.get("cube_id") if isinstance(data, dict) else None
+    if not isinstance(cube, str):
+        raise unreadable("a value with sealed fields names no cube_id", str(data)[:60])
+    return _open(data, cube)
+
+
+def unseal(raw: bytes | str) -> bytes | str:
+    """The plain JSON of a value: sealed fields opened, older forms unsealed and inflated
+    (``topics/legacy.py``), anything else as it is. An erased cube's value raises a
+    ``pydantic.ValidationError``, so every reader treats it as an unreadable record."""
+    if is_legacy(raw):
+        return open_legacy(raw)
+    data = raw.encode() if isinstance(raw, str) else raw
+    if _MARK not in data:
+        return raw
+    try:
+        decoded = json.loads(data)
+    except ValueError:
+        return raw
+    return json.dumps(open_fields(decoded), separators=(",", ":"),
+                      ensure_ascii=False).encode()
 
 
 def seal(cube_id: str, plaintext: bytes) -> bytes:
-    """``plaintext`` sealed with the cube's key (as is when no key directory is active)."""
-    key = _key(cube_id, create=True)
+    """``plaintext`` sealed whole with the cube's key, as a small JSON text (for text kept
+    outside the log: the scheduler's table); as is when no key directory is active."""
+    key = data_key(cube_id, create=True)
     if key is None:
         return plaintext
-    nonce = secrets.token_bytes(_NONCE)
+    nonce = secrets.token_bytes(NONCE_BYTES)
     ct = AESGCM(key).encrypt(nonce, plaintext, cube_id.encode())
     return json.dumps({"enc": SCHEME, "cube": cube_id,
                        "n": base64.b64encode(nonce).decode(),
                        "ct": base64.b64encode(ct).decode()}, separators=(",", ":")).encode()
-
-
-def sealing_overhead(cube_id: str) -> int:
-    """At most how many bytes ``seal_value`` adds to a value of ``cube_id``."""
-    return len(MAGIC) + 2 + len(cube_id.encode()) + _NONCE + _TAG
-
-
-def seal_value(cube_id: str, plaintext: bytes) -> bytes:
-    """``plaintext`` sealed in the binary form (as is when no key directory is active)."""
-    key = _key(cube_id, create=True)
-    if key is None:
-        return plaintext
-    cube = cube_id.encode()
-    head = MAGIC + len(cube).to_bytes(2, "big") + cube
-    nonce = secrets.token_bytes(_NONCE)
-    return head + nonce + AESGCM(key).encrypt(nonce, plaintext, head)
-
-
-def is_sealed(raw: bytes | str) -> bool:
-    data = raw.encode() if isinstance(raw, str) else raw
-    return data.startswith(PREFIX) or data.startswith(MAGIC)
-
-
-def _unseal_binary(raw: bytes) -> bytes:
-    size = int.from_bytes(raw[len(MAGIC):len(MAGIC) + 2], "big")
-    start = len(MAGIC) + 2
-    head, rest = raw[:start + size], raw[start + size:]
-    try:
-        cube = raw[start:start + size].decode()
-    except UnicodeDecodeError:
-        raise _unreadable("a sealed value that is not well formed", raw) from None
-    if len(rest) <= _NONCE:
-        raise _unreadable("a sealed value that is not well formed", raw)
-    key = _key(cube, create=False)
-    if key is None:
-        raise _unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
-    try:
-        return AESGCM(key).decrypt(rest[:_NONCE], rest[_NONCE:], head)
-    except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
-        raise _unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
-            from None
-
-
-def unseal(raw: bytes | str) -> bytes | str:
-    """The plaintext of a sealed value, inflated when it was compressed (others as they
-    are); an erased cube's value raises a ``pydantic.ValidationError`` so every reader
-    treats it as an unreadable record (so does a damaged compressed one)."""
-    if isinstance(raw, bytes) and raw.startswith(MAGIC):
-        return _inflate(_unseal_binary(raw))
-    if not is_sealed(raw):
-        return _inflate(raw)
-    return _inflate(_unseal_v1(raw))
-
-
-def _inflate(data: bytes | str) -> bytes | str:
-    try:
-        return inflate(data)
-    except Unreadable as exc:
-        raise _unreadable(str(exc), data) from None
-
-
-def _unseal_v1(raw: bytes | str) -> bytes:
-    try:
-        envelope = json.loads(raw)
-        cube = str(envelope["cube"])
-        nonce, ct = base64.b64decode(envelope["n"]), base64.b64decode(envelope["ct"])
-    except (ValueError, KeyError, TypeError):
-        raise _unreadable("a sealed value that is not well formed", raw) from None
-    key = _key(cube, create=False)
-    if key is None:
-        raise _unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
-    try:
-        return AESGCM(key).decrypt(nonce, ct, cube.encode())
-    except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
-        raise _unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
-            from None
-
-
-def _unreadable(message: str, raw: bytes | str) -> ValidationError:
-    return ValidationError.from_exception_data("sealed value", [InitErrorDetails(
-        type=PydanticCustomError("erased", message), loc=(), input=str(raw)[:60])])

@@ -25,6 +25,11 @@ EmbedderProvider = Literal["local", "openai"]
 class KafkaSettings(BaseModel):
     """Where the log lives. A configured bootstrap server always wins over the embedded broker."""
 
+    @property
+    def producer_compression(self) -> str | None:
+        """``compression_type`` as Kafka clients take it (None: uncompressed)."""
+        return None if self.compression_type == "none" else self.compression_type
+
     bootstrap_servers: str | None = None
     embedded_broker: BrokerKind = "noida"
     topic_prefix: str = "memstream."
@@ -58,6 +63,10 @@ class KafkaSettings(BaseModel):
     # Where the pause applies: auto = a loopback broker (the embedded ones); a worker
     # patches its own process, a client only the consumers it creates.
     fetch_pause: Literal["auto", "always", "never"] = "auto"
+    # Record batches are compressed by the producer, as Kafka does for every client (a
+    # consumer in any language opens them): gzip needs no codec library in any client, and
+    # the embedded broker keeps a batch as it came, compressed. "none" sends them as they are.
+    compression_type: Literal["gzip", "none"] = "gzip"
     # A worker records the retained topics' end offsets this often (``<data_dir>/
     # log-ends.json``), so a broker that comes back with fewer records is noticed; 0: never.
     log_watch_s: float = Field(default=0.5, ge=0)

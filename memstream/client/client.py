@@ -157,7 +157,7 @@ class MemoryClient:
         tracing.configure(self.settings.tracing, "memstream-client")
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, acks="all", client_id=self.settings.kafka.client_id,
-            linger_ms=0,
+            linger_ms=0, compression_type=self.settings.kafka.producer_compression,
         )
         await self._producer.start()
 

@@ -13,7 +13,7 @@ import os
 import secrets
 from pathlib import Path
 
-from memstream.topics.sealing import KEYRINGS
+from memstream.topics.keysource import KEYRINGS
 
 
 class Keyring:

@@ -122,7 +122,9 @@ class Announcer:
 
     async def start(self) -> None:
         if self.deps.bootstrap:
-            self.producer = AIOKafkaProducer(bootstrap_servers=self.deps.bootstrap, acks="all")
+            self.producer = AIOKafkaProducer(
+                bootstrap_servers=self.deps.bootstrap, acks="all",
+                compression_type=self.deps.settings.kafka.producer_compression)
             await self.producer.start()
 
     async def stop(self) -> None:

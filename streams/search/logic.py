@@ -48,7 +48,7 @@ from memstream.topics.events import (
 from memstream.topics.limits import LimitExceeded, check_content, check_depth, check_raw
 from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, Status, Subgraph
 from memstream.topics.registry import REPLIES, REQUESTS
-from memstream.topics.sealing import sealing_overhead, unseal
+from memstream.topics.sealing import sealing_active, unseal
 from memstream.topics.settings import LimitsSettings
 
 log = logging.getLogger("memstream.search")
@@ -168,8 +168,7 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
 
 def _size(reply: Reply, plain: bytes | None = None) -> int:
     """A reply's size for the limit: its JSON as the client opens it (``plain``, made here if
-    not given), or the record as sent when that is larger (a small sealed value); compression
-    makes most records smaller."""
+    not given), or the record as sent when that is larger (sealed fields)."""
     plain = REPLIES.plain(reply) if plain is None else plain
     return max(len(plain), len(REPLIES.encode(reply, plain)))
 
@@ -178,8 +177,8 @@ def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
     """The reply as it may be sent: at most ``limits.event_bytes`` (``_size``), a page cut
     again until it fits."""
     json = REPLIES.plain(reply)
-    if len(json) + sealing_overhead(reply.cube_id) <= limits.event_bytes:
-        return reply  # compression never lengthens a value, and sealing adds a fixed head
+    if len(json) <= limits.event_bytes and not sealing_active():
+        return reply  # sent as it is: sealed fields grow by a third and a head each
     size = _size(reply, json)
     if size <= limits.event_bytes:
         return reply

@@ -1,5 +1,6 @@
-"""How record values are written (compact JSON, compressed, sealed in binary) and that every
-older form still reads: uncompressed values, the JSON envelope, MemoryUpdate version 1."""
+"""How record values are written (compact JSON a person can read, what people said sealed
+field by field) and that every older form still reads: values deflated by hand, sealed whole
+in binary, the first JSON envelope, MemoryUpdate version 1."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from memstream.security import keys
 from memstream.streams.runtime.stage import RawRecord, decode
-from memstream.topics import codec, sealing
+from memstream.topics import codec, legacy, sealing
 from memstream.topics.events import (
     MEMORY_UPDATE_VERSION,
     ConversationChunk,
@@ -85,24 +86,63 @@ def test_the_dictionary_makes_a_small_event_smaller() -> None:
     assert codec.inflate(primed) == text
 
 
-def test_sealed_values_are_binary_compressed_and_the_json_envelope_still_opens(
+def test_without_erasure_a_value_is_the_events_json_whole() -> None:
+    item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20)
+    raw = MEMORY_ITEMS.encode(item)
+    assert raw == MEMORY_ITEMS.plain(item) and json.loads(raw)["memory"] == item.memory
+    assert not sealing.is_sealed(raw)
+
+
+def test_sealed_fields_leave_the_structure_readable_and_open_with_the_key(
     tmp_path: Path,
 ) -> None:
     keys.activate(tmp_path)
     try:
-        item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20)
+        item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20,
+                               key="home", tags=("porto",), occurred_at=AT,
+                               memory_type="UserMemory")
         raw = MEMORY_ITEMS.encode(item)
-        assert raw.startswith(sealing.MAGIC) and b"Porto" not in raw
-        assert len(raw) < len(item.model_dump_json()) / 2  # compressed before sealing
+        data = json.loads(raw)  # plain JSON: ids, cube, types, times as they are
+        assert (data["cube_id"], data["event_id"]) == ("ann", item.event_id)
+        assert data["memory_type"] == "UserMemory" and b"Porto" not in raw
+        for field in ("memory", "key", "tags"):
+            envelope = data[field]
+            assert envelope[sealing.ENC] == "A256GCM" and len(envelope["kid"]) == 16
+        assert data["memory"]["zip"] == "deflate"  # a long text is deflated before sealing
         assert MEMORY_ITEMS.decode(raw) == item
-        old = sealing.seal("ann", item.model_dump_json().encode())  # the envelope of before
-        assert old.startswith(sealing.PREFIX) and MEMORY_ITEMS.decode(old) == item
-        tampered = raw[:-1] + bytes([raw[-1] ^ 1])
+        ct = data["memory"]["ct"]
+        data["memory"]["ct"] = ("A" if ct[0] != "A" else "B") + ct[1:]
         with pytest.raises(ValidationError, match="no longer exists"):
-            MEMORY_ITEMS.decode(tampered)
+            MEMORY_ITEMS.decode(json.dumps(data).encode())
+        moved = json.loads(raw)
+        moved["cube_id"] = "bob"  # a field cannot be moved to another cube's event
+        keys.activate(tmp_path)
+        try:
+            with pytest.raises(ValidationError):
+                MEMORY_ITEMS.decode(json.dumps(moved).encode())
+        finally:
+            keys.release(tmp_path)
         assert keys.destroy("ann")
         with pytest.raises(ValidationError, match="cube 'ann' was erased"):
             MEMORY_ITEMS.decode(raw)
+    finally:
+        keys.release(tmp_path)
+
+
+def test_values_sealed_whole_by_earlier_versions_still_open(tmp_path: Path) -> None:
+    keys.activate(tmp_path)
+    try:
+        item = ExtractedMemory(user_id="ann", memory="The user lives in Porto. " * 20)
+        binary = legacy.seal_value("ann", codec.deflate(item.model_dump_json().encode()))
+        assert binary.startswith(legacy.MAGIC) and MEMORY_ITEMS.decode(binary) == item
+        tampered = binary[:-1] + bytes([binary[-1] ^ 1])
+        with pytest.raises(ValidationError, match="no longer exists"):
+            MEMORY_ITEMS.decode(tampered)
+        old = sealing.seal("ann", item.model_dump_json().encode())  # the first envelope
+        assert old.startswith(legacy.PREFIX) and MEMORY_ITEMS.decode(old) == item
+        assert keys.destroy("ann")
+        with pytest.raises(ValidationError, match="cube 'ann' was erased"):
+            MEMORY_ITEMS.decode(binary)
     finally:
         keys.release(tmp_path)
 
@@ -142,7 +182,7 @@ def test_nesting_is_checked_on_the_opened_value_of_a_sealed_record(tmp_path: Pat
     keys.activate(tmp_path)
     try:
         deep = ('{"user_id":"ann","messages":' + "[" * 50 + "]" * 50 + "}").encode()
-        raw = RawRecord("t", 0, 0, b"ann", sealing.seal_value("ann", codec.deflate(deep)))
+        raw = RawRecord("t", 0, 0, b"ann", legacy.seal_value("ann", codec.deflate(deep)))
         with pytest.raises(LimitExceeded, match="JSON nesting"):
             decode(CONVERSATIONS, raw, LimitsSettings())
         chunk = ConversationChunk(user_id="ann", messages=(  # type: ignore[arg-type]
