@@ -1,18 +1,49 @@
-"""The ``memstream`` command line: one group (``common.main``) and a module per family of
-commands, each registering on it when imported here."""
+"""The ``memstream`` command line: the group and the one list of its commands.
 
+Every module beside this one defines plain click commands and registers nothing; this file
+alone adds them to ``main``, so it names every command and the module it lives in.
+"""
+
+import click
+
+from memstream import __version__
 from memstream.agents.mcp_cli import mcp
-from memstream.cli import memories as _memories  # noqa: F401 - add, search, dump, load
-from memstream.cli import nodes as _nodes  # noqa: F401 - get, list, update, delete, backup, …
-from memstream.cli import stack as _stack  # noqa: F401 - demo, worker, up, down, status
-from memstream.cli import ui as _ui  # noqa: F401 - ui
-from memstream.cli.common import main
-from memstream.cli.log import add_log_commands
-from memstream.cli.replay import COMMANDS
+from memstream.cli.log import as_of, explain, freeze, history, restore, sweep, unfreeze
+from memstream.cli.memories import add, dump, load, search
+from memstream.cli.nodes import backup, dead_letters, delete, get, list_, update
+from memstream.cli.replay import drop_views, promote, replay
+from memstream.cli.stack import demo, down, status, up, worker
+from memstream.cli.ui import ui
 
-main.add_command(mcp)  # memstream mcp (docs/agents.md)
-add_log_commands(main)  # history, as-of, explain, freeze, unfreeze, sweep, restore
-for _command in COMMANDS:  # replay, promote, drop-views
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="memstream")
+def main() -> None:
+    """memstream: long-term memory for LLM agents, as a Kafka event-streaming pipeline.
+
+    Configure with MEMSTREAM_* environment variables (nested with "__", e.g.
+    MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS). With nothing configured, everything runs
+    embedded on this machine: `memstream up`, then `add`, `search`, and `down`.
+    """
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    # memories in and out (memories.py)
+    add, search, dump, load,
+    # single memories and the operator's queues (nodes.py)
+    get, list_, update, delete, dead_letters, backup,
+    # the log and a memory's lifecycle (log.py)
+    history, as_of, explain, freeze, unfreeze, sweep, restore,
+    # views rebuilt from the log and switched (replay.py)
+    replay, promote, drop_views,
+    # the embedded stack (stack.py)
+    demo, worker, up, down, status,
+    # the page (ui.py); MCP, whose SDK is imported only when it runs (memstream/agents/mcp_cli.py)
+    ui, mcp,
+)
+"""Every ``memstream`` command, grouped by module (``--help`` lists them by name)."""
+
+for _command in COMMANDS:
     main.add_command(_command)
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]

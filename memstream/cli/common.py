@@ -1,8 +1,8 @@
-"""What every ``memstream`` command shares: the group, the common options, settings from the
-data directory, and running a coroutine or a worker command with one-line failures.
+"""What every ``memstream`` command shares: the common options, settings from the data
+directory, and running a coroutine or a worker command with one-line failures.
 
-Command modules import from here and register on ``main``; ``memstream.cli`` imports them
-all, so nothing imports back up and the package has no cycle.
+Command modules import from here; ``memstream.cli`` imports them all and adds their commands
+to the group, so nothing imports back up and the package has no cycle.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 
-from memstream import __version__
 from memstream.cli.errors import InputError, not_empty, run, validation_line
 from memstream.client.client import MemoryClient
 from memstream.topics.events import Event
@@ -73,13 +72,3 @@ cube_option = click.option("--cube", "cube_id", default=None, callback=not_empty
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="Print JSON instead of a table.")
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="memstream")
-def main() -> None:
-    """memstream: long-term memory for LLM agents, as a Kafka event-streaming pipeline.
-
-    Configure with MEMSTREAM_* environment variables (nested with "__", e.g.
-    MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS). With nothing configured, everything runs
-    embedded on this machine: `memstream up`, then `add`, `search`, and `down`.
-    """

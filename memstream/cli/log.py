@@ -1,7 +1,5 @@
 """CLI commands that read the log or act on a memory's lifecycle: ``history``, ``as-of``,
 ``explain``, ``freeze`` / ``unfreeze``, ``sweep``, ``backup`` / ``restore``.
-
-Registered on the ``memstream`` group by ``add_log_commands``.
 """
 
 from __future__ import annotations
@@ -172,6 +170,10 @@ def _freeze_command(frozen: bool) -> click.Command:
     return command
 
 
+freeze = _freeze_command(True)
+unfreeze = _freeze_command(False)
+
+
 @click.command()
 @user_option
 @cube_option
@@ -277,9 +279,3 @@ def restore(directory: Path, cube_ids: Sequence[str], data_dir: Path | None) -> 
     run_async(run())
     for cube, (path, _) in sorted(chosen.items()):
         console.print(f"restored cube '{cube}' from {path.name}")
-
-
-def add_log_commands(group: click.Group) -> None:
-    for command in (history, as_of, explain, _freeze_command(True), _freeze_command(False),
-                    sweep, restore):
-        group.add_command(command)

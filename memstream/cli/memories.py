@@ -11,7 +11,6 @@ from memstream.cli.common import (
     cube_option,
     data_dir_option,
     json_option,
-    main,
     run_async,
     settings_for,
     user_option,
@@ -20,7 +19,7 @@ from memstream.cli.errors import not_empty
 from memstream.topics.events import MAX_TOP_K
 
 
-@main.command()
+@click.command()
 @click.argument("file", required=False, type=click.Path(allow_dash=True, dir_okay=False,
                                                         path_type=Path))
 @user_option
@@ -54,7 +53,7 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
                    session_id, chunk_size, not no_wait))
 
 
-@main.command()
+@click.command()
 @click.argument("query", callback=not_empty)
 @user_option
 @cube_option
@@ -82,7 +81,7 @@ def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
                       memory_type, search_filter, as_json, min_score))
 
 
-@main.command()
+@click.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @user_option
 @cube_option
@@ -94,7 +93,7 @@ def dump(path: Path, user_id: str, cube_id: str | None, data_dir: Path | None) -
     run_async(dump_or_load(settings_for(data_dir), console, "dump", path, user_id, cube_id))
 
 
-@main.command()
+@click.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @user_option
 @cube_option

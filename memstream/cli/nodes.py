@@ -17,7 +17,6 @@ from memstream.cli.common import (
     cube_option,
     data_dir_option,
     json_option,
-    main,
     print_json,
     run_async,
     settings_for,
@@ -34,7 +33,7 @@ from memstream.topics.settings import Settings
 TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
 
 
-@main.command()
+@click.command()
 @click.argument("ids", nargs=-1, required=True, callback=not_empty)
 @user_option
 @cube_option
@@ -77,7 +76,7 @@ def _source(ref: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in ref.items())
 
 
-@main.command(name="list")
+@click.command(name="list")
 @user_option
 @cube_option
 @click.option("--type", "memory_type", type=click.Choice(TYPES), default=None,
@@ -117,7 +116,7 @@ async def _list(settings: Settings, user_id: str, cube_id: str | None, memory_ty
     print_nodes(console, [(n, None) for n in nodes], f"cube '{cube}': {shown}")
 
 
-@main.command()
+@click.command()
 @click.argument("node_id", callback=not_empty)
 @user_option
 @cube_option
@@ -151,7 +150,7 @@ def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
     console.print(f"updated {run_async(_update())}")
 
 
-@main.command()
+@click.command()
 @click.argument("ids", nargs=-1, required=True, callback=not_empty)
 @user_option
 @cube_option
@@ -169,7 +168,7 @@ async def _delete(settings: Settings, ids: tuple[str, ...], user_id: str, cube: 
     console.print(f"deleted {plural(len(full_ids), 'memory', 'memories')} from cube '{cube}'")
 
 
-@main.group(name="dead-letters", invoke_without_command=True)
+@click.group(name="dead-letters", invoke_without_command=True)
 @click.option("--stage", default=None, help="Only letters of this stage.")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000))
 @json_option
@@ -245,7 +244,7 @@ async def _redrive(settings: Settings, where: set[str], stage: str | None) -> No
     console.print(f"re-drove {plural(len(chosen), 'dead letter')}")
 
 
-@main.command()
+@click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--user", "user_id", default=None, callback=not_empty,
               help="Back up this user's cube (with --cube: that cube). Default: every cube "

@@ -130,6 +130,3 @@ def drop_views(cube_id: str, user_id: str | None, data_dir: Path | None) -> None
     cmd = DropViews(user_id=user_id or cube_id, cube_id=cube_id)
     run_async(apply_command(settings_for(data_dir), cmd, "drop views", "waiting for the worker …"))
     console.print(f"dropped the views of '{cube_id}'")
-
-
-COMMANDS = (replay, promote, drop_views)

@@ -14,7 +14,6 @@ from memstream.cli.common import (
     console,
     data_dir_option,
     json_option,
-    main,
     print_json,
     run_async,
     settings_for,
@@ -30,7 +29,7 @@ def _logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
-@main.command()
+@click.command()
 def demo() -> None:
     """Run the whole pipeline once on the embedded default and print the memories."""
     from memstream.demo import main as demo_main
@@ -38,7 +37,7 @@ def demo() -> None:
     raise SystemExit(demo_main())
 
 
-@main.command()
+@click.command()
 @data_dir_option
 @click.option("--log-level", default="INFO", show_default=True)
 def worker(data_dir: Path | None, log_level: str) -> None:
@@ -89,7 +88,7 @@ async def _worker(settings: Settings) -> None:
     click.echo("worker stopped", err=True)
 
 
-@main.command()
+@click.command()
 @data_dir_option
 def up(data_dir: Path | None) -> None:
     """Start the embedded broker, FalkorDB and a worker in the background."""
@@ -149,7 +148,7 @@ async def _up(settings: Settings) -> None:
                   f"{settings.data_dir / 'worker.log'}")
 
 
-@main.command()
+@click.command()
 @data_dir_option
 def down(data_dir: Path | None) -> None:
     """Stop what `memstream up` started (data is kept)."""
@@ -161,7 +160,7 @@ def down(data_dir: Path | None) -> None:
                   f"nothing was running (data directory {settings.data_dir})")
 
 
-@main.command()
+@click.command()
 @data_dir_option
 @json_option
 def status(data_dir: Path | None, as_json: bool) -> None:

@@ -10,7 +10,6 @@ from memstream.cli.common import (
     console,
     cube_option,
     data_dir_option,
-    main,
     run_async,
     settings_for,
     user_option,
@@ -19,7 +18,7 @@ from memstream.cli.common import (
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-@main.command()
+@click.command()
 @user_option
 @cube_option
 @click.option("--host", default="127.0.0.1", show_default=True,

@@ -1,42 +1,41 @@
-"""Add stage: embed, store, enforce capacities, announce.
+"""Add stage: look up, write, decide, announce, enforce capacities, reorganize.
 
 Pure async logic: extracted memories and ``Deps`` in, events to publish out.
 Writes are idempotent upserts keyed by deterministic ids, so a replayed or
 redelivered item changes nothing in the stores, and announces again what its first
 delivery announced, under the same event ids (consumers dedupe by id).
+One node's decision (activate, merge, announce again) is in ``decisions.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from functools import partial
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memstream.history.snapshots import node_of_item
 from memstream.kafka import tracing
-from memstream.streams.core.conflicts import conflict_edges, guesses, linked, recorded_conflicts
-from memstream.streams.core.lifecycle import refused
-from memstream.streams.core.merge import (
-    HARD_UPDATE,
-    Merge,
-    apply,
-    finish,
-    merge_reason,
-    parse_note,
-    recorded_merge,
-    resolve,
-)
-from memstream.streams.core.review import Verdict, review
+from memstream.streams.core.review import Verdict
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.memory import chunks
 from memstream.streams.memory.announce import fold_evictions, slim_added
 from memstream.streams.memory.chunks import chunk_key
+from memstream.streams.memory.decisions import (
+    Activations,
+    added,
+    decide,
+    is_episode,
+    judged,
+    redeliver,
+    review_chunk,
+)
 from memstream.streams.runtime.stage import Deps, Outgoing, Record
 from memstream.streams.text.words import short_title
 from memstream.topics.events import ExtractedMemory, MemoryUpdate, ReorganizeEvent
-from memstream.topics.ids import derived_event_id, stable_id, working_copy_id
+from memstream.topics.ids import derived_event_id, stable_id
 from memstream.topics.models import Edge, MemoryItem, MemoryType
 from memstream.topics.registry import BY_SUFFIX, MEMORY_UPDATES
 
@@ -68,6 +67,19 @@ def capacity_of(deps: Deps, memory_type: MemoryType) -> int:
             return cfg.episodic_memory_capacity
 
 
+@dataclass(frozen=True)
+class Batch:
+    """One cube's records, unique by node id, and what earlier attempts left of them."""
+
+    cube_id: str
+    user_id: str
+    records: dict[str, Record[ExtractedMemory]]  # by node id; first occurrence wins
+    nodes: dict[str, MemoryItem]
+    new: set[str]  # no earlier attempt wrote them: none has a merge on record
+    pending: list[str]  # undecided: new, or written by an attempt that stopped before deciding
+    heads: set[str]  # chunks whose last fact a later batch brings (streams.memory.chunks)
+
+
 async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -> list[Outgoing]:
     """Store a batch of one cube's extracted memories; returns the updates to announce.
 
@@ -80,29 +92,43 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
     """
     if not records:
         return []
+    batch = await look_up(records, deps)
+    vectors = await write(batch, deps)
+    now = deps.clock()  # one time for every announcement of the batch
+    out = await decide_all(batch, vectors, now, deps)
+    out = slim_added(out, records)  # an ``added`` whose item rebuilds its node: no snapshot
+    out = await enforce_capacities(batch, out, deps)
+    return [*out, *await reorganize(batch, now, deps)]
+
+
+async def look_up(records: Sequence[Record[ExtractedMemory]], deps: Deps) -> Batch:
+    """What earlier attempts wrote tells what is left to do, so a redelivery does it once."""
     cube_id = records[0].value.cube_id
     if any(r.value.cube_id != cube_id for r in records):
         raise ValueError("add_memories takes the records of one cube")
-
     # Unique by node id, first occurrence wins (a chunk published twice in one batch).
     unique: dict[str, Record[ExtractedMemory]] = {}
     for record in records:
         unique.setdefault(node_id_for(record.value), record)
     nodes = {nid: build_node(r.value) for nid, r in unique.items()}
     stored = {n.id: n for n in await deps.query.get_nodes(cube_id, list(unique))}
-    # Nodes no earlier attempt wrote: none of them has a merge on record (never looked up).
-    new = set(unique) - set(stored)
-    # Undecided: new, or written by an attempt that stopped before its decision was applied.
     pending = [nid for nid in unique
                if nid not in stored or stored[nid].metadata.status == "generated"]
+    heads = chunks.heads(unique, nodes) if deps.settings.memory.conflict_detection else set()
+    return Batch(cube_id, records[0].value.user_id, unique, nodes, set(unique) - set(stored),
+                 pending, heads)
+
+
+async def write(batch: Batch, deps: Deps) -> dict[str, list[float]]:
+    """Stored before any decision (a fact to judge ``generated``): the store shows the step."""
     vectors: dict[str, list[float]] = {}
-    if pending:
-        with tracing.span("memstream.memory.embed", {"memstream.texts": len(pending)}):
-            embedded = await node_vectors(deps.embedder, [nodes[nid] for nid in pending])
-        vectors = dict(zip(pending, embedded, strict=True))
+    if batch.pending:
+        with tracing.span("memstream.memory.embed", {"memstream.texts": len(batch.pending)}):
+            embedded = await node_vectors(deps.embedder, [batch.nodes[n] for n in batch.pending])
+        vectors = dict(zip(batch.pending, embedded, strict=True))
     writes: list[tuple[MemoryItem, Sequence[float]]] = []
-    for nid in pending:
-        node, row = nodes[nid], vectors[nid]
+    for nid in batch.pending:
+        node, row = batch.nodes[nid], vectors[nid]
         if judged(node, deps):
             writes.append((node.evolve(status="generated"), row))
         else:
@@ -111,240 +137,118 @@ async def add_memories(records: Sequence[Record[ExtractedMemory]], deps: Deps) -
                 writes.append((working_copy(node), row))
     with tracing.span("memstream.memory.write", {"memstream.nodes": len(writes)}):
         await deps.store.write(writes)
-        if provenance := episode_edges(list(nodes.values())):
-            await deps.store.add_edges(cube_id, provenance)
+        if provenance := episode_edges(list(batch.nodes.values())):
+            await deps.store.add_edges(batch.cube_id, provenance)
+    return vectors
 
+
+async def decide_all(batch: Batch, vectors: dict[str, list[float]], now: datetime,
+                     deps: Deps) -> list[Outgoing]:
+    """Decided in log order, so a chunk's review sees what the chunks before it became."""
     out: list[Outgoing] = []
-    now = deps.clock()
     verdicts: dict[str, Verdict | None] = {}
-    partial = chunks.heads(unique, nodes) if deps.settings.memory.conflict_detection else set()
     # Facts decided independent are activated together: one write for a chunk's facts
     # instead of one each (each write is a graph and a vector round trip). Written before
     # anything else reads the store: the next chunk's review, a merge, a redelivered fact.
     held = Activations(deps)
-    for nid, record in unique.items():
-        node = nodes[nid]
+    for nid, record in batch.records.items():
+        node = batch.nodes[nid]
         base: dict[str, Any] = {
-            "user_id": node.metadata.user_id, "cube_id": cube_id, "occurred_at": now,
+            "user_id": node.metadata.user_id, "cube_id": batch.cube_id, "occurred_at": now,
             "stage": STAGE, "cause_event_id": record.value.event_id,
             # the source chunk's position when there is one, else the item's own
             "origin": record.value.origin or record.origin}
         if nid in vectors and judged(node, deps):
-            if chunk_key(record) in partial:
+            if chunk_key(record) in batch.heads:
                 continue  # decided with the chunk's last fact (streams.memory.chunks)
             if nid not in verdicts:  # the chunk's first undecided fact: judge them all at once
                 await held.flush()
-                earlier = await chunks.undecided(deps, node, unique)
-                rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
-                with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
-                    verdicts.update(await review_chunk(
-                        [*(n.id for n, _ in earlier),
-                         *(n for n, r in unique.items() if n in vectors
-                           and judged(nodes[n], deps) and chunk_key(r) == chunk_key(record))],
-                        {**nodes, **{n.id: n for n, _ in earlier}}, rows, deps, new))
+                found, earlier = await judge_chunk(batch, nid, vectors, deps)
+                verdicts.update(found)
                 for sibling, sibling_row in earlier:  # announced as their items would be
-                    out += await decide(sibling, sibling_row, {
-                        **base, "user_id": sibling.metadata.user_id,
-                        "cause_event_id": derived_event_id("extracted", sibling.id)},
-                        deps, verdicts.get(sibling.id), held)
+                    out += await decide(sibling, sibling_row, as_cause(base, sibling), deps,
+                                        verdicts.get(sibling.id), held)
             out += await decide(node, vectors[nid], base, deps, verdicts.get(nid), held,
-                                new=nid in new)
+                                new=nid in batch.new)
         elif nid in vectors:
             out.append(added(node, base))
         else:
             await held.flush()
-            if record.value.index == record.value.count - 1 and judged(node, deps) \
-                    and deps.settings.memory.conflict_detection:
-                # the chunk's last fact decided the facts an earlier batch left undecided:
-                # delivered again, it announces them again (their first announcement may be
-                # what a broker lost), under the same ids
-                for sibling in await chunks.decided_with(deps, node, unique):
-                    out += await redeliver(sibling, {
-                        **base, "user_id": sibling.metadata.user_id,
-                        "cause_event_id": derived_event_id("extracted", sibling.id)}, deps)
-            out += await redeliver(node, base, deps)
-
+            out += await announce_again(batch, nid, base, deps)
     await held.flush()
-    out = slim_added(out, records)
-    touched: set[MemoryType] = {"WorkingMemory", *(n.metadata.memory_type for n in nodes.values())}
+    return out
+
+
+async def judge_chunk(
+    batch: Batch, nid: str, vectors: dict[str, list[float]], deps: Deps,
+) -> tuple[dict[str, Verdict | None], list[tuple[MemoryItem, Sequence[float]]]]:
+    """One review for a chunk's undecided facts: the same question wherever batches cut it."""
+    node, key = batch.nodes[nid], chunk_key(batch.records[nid])
+    earlier = await chunks.undecided(deps, node, batch.records)
+    rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
+    with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
+        verdicts = await review_chunk(
+            [*(n.id for n, _ in earlier),
+             *(n for n, r in batch.records.items() if n in vectors
+               and judged(batch.nodes[n], deps) and chunk_key(r) == key)],
+            {**batch.nodes, **{n.id: n for n, _ in earlier}}, rows, deps, batch.new)
+    return verdicts, earlier
+
+
+async def announce_again(batch: Batch, nid: str, base: dict[str, Any],
+                         deps: Deps) -> list[Outgoing]:
+    """Decided by an earlier attempt: announced again, same ids (a broker may have lost it)."""
+    node, item = batch.nodes[nid], batch.records[nid].value
+    out: list[Outgoing] = []
+    if item.index == item.count - 1 and judged(node, deps):
+        # the chunk's last fact decided the facts an earlier batch left undecided: delivered
+        # again, it announces them again too
+        for sibling in await chunks.decided_with(deps, node, batch.records):
+            out += await redeliver(sibling, as_cause(base, sibling), deps)
+    return [*out, *await redeliver(node, base, deps)]
+
+
+def as_cause(base: dict[str, Any], sibling: MemoryItem) -> dict[str, Any]:
+    """A fact of the chunk from an earlier batch is announced as its own item would be."""
+    return {**base, "user_id": sibling.metadata.user_id,
+            "cause_event_id": derived_event_id("extracted", sibling.id)}
+
+
+async def enforce_capacities(batch: Batch, out: list[Outgoing], deps: Deps) -> list[Outgoing]:
+    """Evicted after the batch is in, working copies named on the adds that pushed them out."""
+    touched: set[MemoryType] = {"WorkingMemory",
+                                *(n.metadata.memory_type for n in batch.nodes.values())}
     for memory_type in sorted(touched):
-        evicted = await enforce_capacity(deps, cube_id, records[0].value.user_id, memory_type)
+        evicted = await enforce_capacity(deps, batch.cube_id, batch.user_id, memory_type)
         out = fold_evictions(out, evicted, STAGE) if memory_type == "WorkingMemory" \
             else [*out, *evicted]
-    # One reorganize event per chunk (the optimizer asks one question for all its facts),
-    # named by its items; an item added on its own is a chunk of one.
+    return out
+
+
+async def reorganize(batch: Batch, now: datetime, deps: Deps) -> list[Outgoing]:
+    """One event per chunk naming all its facts: the optimizer asks one question per chunk."""
+    # an item added on its own is a chunk of one
     groups: dict[str, list[Record[ExtractedMemory]]] = {}
-    for record in unique.values():
+    for record in batch.records.values():
         if record.value.memory_type != "EpisodicMemory":  # the optimizer organizes facts
             groups.setdefault(chunk_key(record), []).append(record)
+    events: list[Outgoing] = []
     for key, group in groups.items():
-        if key in partial:
+        if key in batch.heads:
             continue  # its event comes with the chunk's last fact, naming all its facts
         ids = tuple(node_id_for(r.value) for r in group)
-        if stored_ids := await chunks.chunk_facts(deps, nodes[ids[0]]):  # a chat chunk
+        if stored_ids := await chunks.chunk_facts(deps, batch.nodes[ids[0]]):  # a chat chunk
             ids = tuple(sorted(set(ids) | set(stored_ids)))
         types = {r.value.memory_type for r in group}
         first = group[0].value
         kind = first.memory_type if first.memory_type != "EpisodicMemory" else None
         event = ReorganizeEvent(
             event_id=derived_event_id("reorganize-add", *ids), user_id=first.user_id,
-            cube_id=cube_id, occurred_at=now, op="add", node_ids=ids,
+            cube_id=batch.cube_id, occurred_at=now, op="add", node_ids=ids,
             memory_type=kind if len(types) == 1 else None,
             session_id=first.session_id)
-        out.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
-    return out
-
-
-async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
-                       vectors: dict[str, list[float]], deps: Deps,
-                       new: Collection[str]) -> dict[str, Verdict | None]:
-    """Verdicts for a chunk's undecided facts in one call; a fact whose merge an earlier
-    attempt recorded is applied from the record instead (never asked again). ``new``: facts
-    no earlier attempt wrote (nothing on record for them)."""
-    cube_id = next(iter(nodes.values())).metadata.cube_id
-    todo = [nid for nid in ids
-            if nid in new or await recorded_merge(deps, cube_id, nid) is None]
-    verdicts: dict[str, Verdict | None] = dict.fromkeys(ids)
-    if todo:
-        verdicts.update(await review([(nodes[n], vectors[n]) for n in todo], deps))
-    return verdicts
-
-
-def is_episode(node: MemoryItem) -> bool:
-    return node.metadata.memory_type == "EpisodicMemory"
-
-
-def judged(node: MemoryItem, deps: Deps) -> bool:
-    """Whether the node goes through conflict detection (facts, when it is on)."""
-    return deps.settings.memory.conflict_detection and not is_episode(node)
-
-
-def added(node: MemoryItem, base: dict[str, Any]) -> Outgoing:
-    related = () if is_episode(node) else (working_copy_id(node.id),)
-    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
-        event_id=derived_event_id("added", node.id), action="added", node_id=node.id,
-        node=node, related_ids=related, **base))
-
-
-def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
-    """``merged`` and ``archived``, and ``removed`` for the archived node's working copy
-    (``adding``: the node being added, whose copy never existed if it is the one archived).
-
-    The copy's removal is announced whether the merge or an earlier eviction took it out
-    (same id as the eviction's): which of the two happens first depends on how the add
-    stage's input was batched, and the announcements must not."""
-    kept, archived = merge.kept.id, merge.archived.id
-    copy = [] if archived == adding else [Outgoing(MEMORY_UPDATES, MemoryUpdate(
-        event_id=derived_event_id("removed", working_copy_id(archived)), action="removed",
-        node_id=working_copy_id(archived), reason=f"merged into {kept}", **base))]
-    return [
-        Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("merged", kept, archived), action="merged",
-            node_id=kept, node=merge.kept, related_ids=(archived,),
-            reason=merge_reason(merge), **base)),
-        Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("archived", archived), action="archived",
-            node_id=archived, node=merge.archived, related_ids=(kept,),
-            reason=f"merged into {kept}", **base)), *copy]
-
-
-class Activations:
-    """Nodes decided independent, activated (with their working copies) by one write."""
-
-    def __init__(self, deps: Deps) -> None:
-        self.deps = deps
-        self.writes: list[tuple[MemoryItem, Sequence[float]]] = []
-
-    def add(self, node: MemoryItem, row: Sequence[float]) -> None:
-        # the copy first: the node's activation marks it decided (a redelivery re-decides
-        # a node written generated, and finishes the copy of an activated one)
-        self.writes += [(working_copy(node), row), (node, row)]
-
-    async def flush(self) -> None:
-        if self.writes:
-            writes, self.writes = self.writes, []
-            with tracing.span("memstream.memory.write",
-                              {"memstream.outcome": "added", "memstream.nodes": len(writes)}):
-                await self.deps.store.write(writes)
-
-
-async def decide(
-    node: MemoryItem, row: Sequence[float], base: dict[str, Any], deps: Deps,
-    verdict: Verdict | None, held: Activations, new: bool = False,
-) -> list[Outgoing]:
-    """Apply the chunk review's ``verdict`` on a ``generated`` node (None: independent).
-
-    A decision an earlier attempt recorded but did not apply is applied, not taken again. A
-    verdict naming a candidate that an earlier fact of the chunk merged away is dropped.
-    An independent node is activated by ``held`` (its caller writes it before the store is read
-    again). ``new``: no earlier attempt wrote the node, so none recorded a decision for it.
-    """
-    cube_id = node.metadata.cube_id
-    merge = None
-    recorded = None if new else await recorded_merge(deps, cube_id, node.id)
-    if recorded is not None or verdict is not None:
-        await held.flush()  # a merge reads the store: what was decided before is in it
-    if recorded is not None:
-        edge, note = recorded
-        partner = await deps.query.get_node(
-            cube_id, edge.source if edge.target == node.id else edge.target)
-        if partner is not None:
-            relation, reason = parse_note(note)
-            merge = await resolve(partner, node, row, relation, reason, deps)
-        if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
-            await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
-    spared: list[tuple[MemoryItem, str]] = []  # frozen nodes the judge would have merged
-    suspected: list[tuple[MemoryItem, str]] = []  # rules mode: contradictions kept apart
-    if merge is None and verdict is not None:
-        old = await deps.query.get_node(cube_id, verdict.candidate.id)
-        if old is not None and old.metadata.status == "activated":
-            if verdict.relation == "contradictory" and guesses(deps):
-                suspected.append((old, verdict.reason))  # without a model: never on a guess
-            elif old.metadata.frozen:
-                spared.append((old, f"{verdict.relation}: {verdict.reason}"))
-            else:
-                merge = await resolve(old, node, row, verdict.relation, verdict.reason, deps,
-                                      fused=verdict.fused)
-    refusals = [refused(f, node.id, f"merge with {node.id}", why, base, node.id)
-                for f, why in spared]
-    # Recorded before the node is activated, like a merge decision: a redelivery re-decides.
-    if conflicts := conflict_edges(node, suspected):
-        await deps.store.add_edges(cube_id, conflicts)
-    if merge is None:
-        # copy and activation written together (``Activations``): activation marks it decided
-        held.add(node, row)
-        return [*refusals, added(node, base), *linked(conflicts, base)]
-    extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
-    with tracing.span("memstream.memory.write", {"memstream.outcome": "merged"}):
-        await apply(merge, deps, decided_by=node.id, extra=extra)
-    return [*refusals, *merged(merge, base, node.id), *linked(conflicts, base)]
-
-
-async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
-    """A node decided by an earlier attempt: finish its units and announce it again."""
-    cube_id = node.metadata.cube_id
-    recorded = await recorded_merge(deps, cube_id, node.id)
-    conflicts = linked(await recorded_conflicts(deps, cube_id, node.id), base)
-    if recorded is None:
-        await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)],
-                                  partial(node_vectors, deps.embedder))
-        return [added(node, base), *conflicts]
-    edge, note = recorded
-    found = {n.id: n for n in await deps.query.get_nodes(cube_id, [edge.target, edge.source])}
-    kept, archived = found.get(edge.target), found.get(edge.source)
-    relation, reason = parse_note(note)
-    if kept is None or archived is None:  # deleted since: announce what is known
-        log.info("cube %s: merge of %s into %s no longer in the graph", cube_id, edge.source,
-                 edge.target)
-        kept = kept or node
-        archived = archived or node.evolve(status="archived")
-    await deps.store.complete(cube_id, [kept.id, archived.id, working_copy_id(kept.id)],
-                              partial(node_vectors, deps.embedder))
-    merge = Merge(kept.evolve(status="activated"), (), archived.evolve(status="archived"),
-                  relation, reason, reason.endswith(HARD_UPDATE))
-    if kept.metadata.status == "activated":
-        await finish(merge, deps)
-    return [*merged(merge, base, node.id), *conflicts]
+        events.append(Outgoing(BY_SUFFIX[event.topic_suffix], event))
+    return events
 
 
 def episode_edges(nodes: Sequence[MemoryItem]) -> list[Edge]:
