@@ -26,12 +26,14 @@ from tests.support.cli import pipeline_env
 from tests.support.pipeline import Pipeline
 
 ROOT = Path(__file__).parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 RUNNABLE = {"python", "sh"}
 LISTINGS = {"text", "json", "yaml", "toml", "console"}
-DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/memstream demo"
+DEMO_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -q -e . && memstream demo")
 MEMSTREAM = [sys.executable, "-m", "memstream"]
+UI_PORT = 8765  # `memstream ui` without --port
 EXTRAS: dict[str, list[str]] = tomllib.loads(
     (ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
 
@@ -87,11 +89,13 @@ def reader_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def _serve_once(args: list[str], cwd: Path) -> str:
-    """Start a server command on its ``--http`` port, wait until it answers, stop it."""
+    """Start a server command on its port (``--http``, ``--port`` or the page's default),
+    wait until it answers, stop it."""
     import socket
     import time
 
-    port = int(args[args.index("--http") + 1])
+    flag = "--http" if "--http" in args else "--port"
+    port = int(args[args.index(flag) + 1]) if flag in args else UI_PORT
     proc = subprocess.Popen([*MEMSTREAM, *args[1:]], cwd=cwd, env=_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -120,11 +124,11 @@ def test_every_shell_line_runs_in_order(reader_dir: Path) -> None:
                 continue
             args = shlex.split(line, comments=True)
             if args[:2] == ["pip", "install"]:  # an extra: declared, and in the dev extra here
-                for extra in re.findall(r"memstream\[(\w+)\]", line):
+                for extra in re.findall(r"(?:memstream|\.)\[(\w+)\]", line):
                     assert extra in EXTRAS and set(EXTRAS[extra]) <= set(EXTRAS["dev"]), line
                 continue
             assert args[0] == "memstream", f"{page.name}: not a memstream command: {line}"
-            if "--http" in args:  # a server on HTTP: it must come up and answer, then stop
+            if "--http" in args or args[1] == "ui":  # a server: it must come up, answer, stop
                 outputs[args[1]] = _serve_once(args, reader_dir)
                 continue
             # stdin at its end: a server on stdio (``mcp``) starts, finds the stack, and ends
