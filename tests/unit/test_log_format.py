@@ -105,13 +105,14 @@ def test_sealed_fields_leave_the_structure_readable_and_open_with_the_key(
         data = json.loads(raw)  # plain JSON: ids, cube, types, times as they are
         assert (data["cube_id"], data["event_id"]) == ("ann", item.event_id)
         assert data["memory_type"] == "UserMemory" and b"Porto" not in raw
-        for field in ("memory", "key", "tags"):
-            envelope = data[field]
-            assert envelope[sealing.ENC] == "A256GCM" and len(envelope["kid"]) == 16
-        assert data["memory"]["zip"] == "deflate"  # a long text is deflated before sealing
+        refs = [data[field] for field in ("memory", "key", "tags")]  # each in its place
+        assert sorted(ref[sealing.SEALED_KEY] for ref in refs) == [0, 1, 2]
+        envelope = data[sealing.SEALED_KEY]  # one per record, holding the values
+        assert envelope["alg"] == "A256GCM" and len(envelope["kid"]) == 16
+        assert envelope["zip"] == "deflate"  # long text is deflated before it is sealed
         assert MEMORY_ITEMS.decode(raw) == item
-        ct = data["memory"]["ct"]
-        data["memory"]["ct"] = ("A" if ct[0] != "A" else "B") + ct[1:]
+        ct = envelope["ct"]
+        envelope["ct"] = ("A" if ct[0] != "A" else "B") + ct[1:]
         with pytest.raises(ValidationError, match="no longer exists"):
             MEMORY_ITEMS.decode(json.dumps(data).encode())
         moved = json.loads(raw)
@@ -125,6 +126,17 @@ def test_sealed_fields_leave_the_structure_readable_and_open_with_the_key(
         assert keys.destroy("ann")
         with pytest.raises(ValidationError, match="cube 'ann' was erased"):
             MEMORY_ITEMS.decode(raw)
+    finally:
+        keys.release(tmp_path)
+
+
+def test_an_event_with_nothing_to_seal_stays_whole_and_makes_no_key(tmp_path: Path) -> None:
+    keys.activate(tmp_path)
+    try:
+        update = MemoryUpdate(user_id="ann", action="added", stage="memory.add", node_id="n1",
+                              memory_type="UserMemory", occurred_at=AT)
+        assert MEMORY_UPDATES.encode(update) == MEMORY_UPDATES.plain(update)
+        assert not list(tmp_path.iterdir())  # no data key made for a cube with nothing sealed
     finally:
         keys.release(tmp_path)
 
