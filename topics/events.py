@@ -486,9 +486,19 @@ class LogRefsRequest(RequestBase):
     node_less: bool = False
 
 
+class DataKeyRequest(RequestBase):
+    """A subscriber's request for the cube's data key, to open the sealed fields of the cube's
+    records itself (any Kafka client: docs/erasure.md). The key comes back wrapped for
+    ``public_key`` (an RSA public key, PEM SubjectPublicKeyInfo, 2048 to 4096 bits), never
+    bare: the reply is a record on a topic like any other."""
+
+    op: Literal["data_key"] = "data_key"
+    public_key: str = Field(min_length=1, max_length=8192)
+
+
 Request = Annotated[
     SearchRequest | SubgraphRequest | GetRequest | GetAllRequest | WorkingMemoryRequest
-    | LogRefsRequest,
+    | LogRefsRequest | DataKeyRequest,
     Field(discriminator="op"),
 ]
 
@@ -543,8 +553,21 @@ class LogRefsResult(BaseModel):
     nodes: tuple[tuple[str, str], ...] = ()  # (cube id, node id)
 
 
-ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult | LogRefsResult,
-                        Field(discriminator="kind")]
+class DataKeyResult(BaseModel):
+    """The cube's 32-byte data key encrypted with RSA-OAEP (SHA-256 for both the hash and
+    MGF1, no label) for the request's public key, base64 (standard alphabet, padded).
+    ``kid`` is the key's id, as in every envelope it opens (``topics/sealing.py``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["data_key"] = "data_key"
+    kid: str = Field(pattern="^[0-9a-f]{16}$")
+    algorithm: Literal["RSA-OAEP-256"] = "RSA-OAEP-256"
+    wrapped_key: str = Field(min_length=1)
+
+
+ReplyResult = Annotated[SearchResult | SubgraphResult | NodesResult | LogRefsResult
+                        | DataKeyResult, Field(discriminator="kind")]
 
 
 class ErrorInfo(BaseModel):

@@ -142,7 +142,8 @@ ACTIVATION_MEMORY = TopicSpec(
 )
 REPLIES_RETENTION_MS = EXCHANGE_RETENTION_MS  # replies also carry memory text
 REQUESTS = TopicSpec("requests", Request, retention_ms=EXCHANGE_RETENTION_MS,
-                     doc="search and other queries, answered on reply_to")
+                     doc="search and other queries (data_key: a cube's key, for a subscriber), "
+                     "answered on reply_to")
 REPLIES = TopicSpec(
     "replies", Reply, key="requester (or the request's reply_partition)",
     retention_ms=REPLIES_RETENTION_MS, drop_none=True,

@@ -27,9 +27,11 @@ from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
 from memstream.streams.runtime.trust import verify_record
+from memstream.streams.search.data_key import NoDataKey, data_key_result, reply_spec
 from memstream.streams.search.log_refs import log_refs_result, nodes_by_ids_or_prefixes
 from memstream.streams.search.paging import page_of_types
 from memstream.topics.events import (
+    DataKeyRequest,
     ErrorInfo,
     GetAllRequest,
     GetRequest,
@@ -83,6 +85,7 @@ def _reply_address(raw: bytes | None) -> dict[str, Any] | None:
     cube = data.get("cube_id") if isinstance(data.get("cube_id"), str) and data["cube_id"] \
         else user
     return {"user_id": user, "cube_id": cube, "correlation_id": data["correlation_id"],
+            "op": data.get("op"),
             "reply_to": data.get("reply_to") if isinstance(data.get("reply_to"), str) else None,
             "reply_partition": data.get("reply_partition")
             if isinstance(data.get("reply_partition"), int) else None,
@@ -92,7 +95,8 @@ def _reply_address(raw: bytes | None) -> dict[str, Any] | None:
 
 def reply_outgoing(deps: Deps, address: dict[str, Any], reply: Reply) -> Outgoing:
     topic = address.get("reply_to") or REPLIES.name(deps.settings)
-    return Outgoing(REPLIES, reply, key=str(address.get("requester", "client")).encode(),
+    return Outgoing(reply_spec(address), reply,
+                    key=str(address.get("requester", "client")).encode(),
                     topic=topic, partition=address.get("reply_partition"))
 
 
@@ -163,6 +167,8 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             return NodesResult(nodes=tuple(items)), []
         case LogRefsRequest():
             return await log_refs_result(req, deps), []
+        case DataKeyRequest():
+            return data_key_result(req), []
     raise ValueError(f"unsupported request {type(req).__name__}")
 
 
@@ -253,14 +259,16 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
     assert isinstance(req, RequestBase)  # noqa: S101
     address = {"user_id": req.user_id, "cube_id": req.cube_id,
                "correlation_id": req.correlation_id, "reply_to": req.reply_to,
-               "reply_partition": req.reply_partition, "requester": req.requester}
+               "reply_partition": req.reply_partition, "requester": req.requester,
+               "op": getattr(req, "op", None)}
     metering.enter(STAGE, req.cube_id)  # this request's task: LLM calls are the cube's
     try:
         check_content(req, limits)
         verify_record(deps.verifier, raw, req)  # who asks, before what they may read
         if not isinstance(req, LogRefsRequest):  # positions and ids only: no text to guard
             await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
-        if deps.views is not None and not isinstance(req, LogRefsRequest) and \
+        # a data key opens the records that name the cube asked for, not those of its view
+        if deps.views is not None and not isinstance(req, LogRefsRequest | DataKeyRequest) and \
                 (view := deps.views.resolve(req.cube_id)) != req.cube_id:
             req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
         req = degrade(req, deps)
@@ -272,11 +280,13 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         log.warning("refused request %s[%d]@%d: %s", raw.topic, raw.partition, raw.offset, exc)
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc)),
                        _letter(raw, exc, deps)])
-    except (UnknownCube, ValueError, TimeoutError, AccessDenied) as exc:
+    except (UnknownCube, NoDataKey, ValueError, TimeoutError, AccessDenied) as exc:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     except Exception as exc:  # noqa: BLE001 - a failing request still gets an answer
         log.exception("request %s failed", req.correlation_id)
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
-    reply = _bounded(Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
-                           correlation_id=req.correlation_id, ok=True, result=result), limits)
+    reply = Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
+                  correlation_id=req.correlation_id, ok=True, result=result)
+    if not isinstance(req, DataKeyRequest):  # a wrapped key is small, and never sealed
+        reply = _bounded(reply, limits)
     return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], req)
