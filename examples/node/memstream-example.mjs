@@ -29,8 +29,9 @@ const topic = (suffix) => `${opts.prefix}${suffix}`;
 const deadline = Date.now() + Number(opts.timeout) * 1000;
 
 // ---------------------------------------------------------------- sealed fields (topics/sealing.py)
-// {"$enc":"A256GCM","kid":..,"iv":b64url,"ct":b64url(ciphertext||tag)[,"zip":"deflate"]},
-// AES-256-GCM with the cube's key, AAD = the cube id, plaintext = the field's JSON text.
+// A sealed field holds {"$sealed": i}; the values travel in the record's envelope
+// "$sealed": {"alg":"A256GCM","kid":..,"iv":b64url,"ct":b64url(ciphertext||tag)[,"zip":"deflate"]}:
+// AES-256-GCM with the cube's key, AAD = the cube id, plaintext = a JSON array of the values.
 const kidOf = (key) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
 export function decodeSealed(envelope, key, cubeId) {
@@ -41,24 +42,37 @@ export function decodeSealed(envelope, key, cubeId) {
   decipher.setAuthTag(ct.subarray(ct.length - 16));
   let plain = Buffer.concat([decipher.update(ct.subarray(0, ct.length - 16)), decipher.final()]);
   if (envelope.zip === 'deflate') plain = inflateRawSync(plain);
-  return JSON.parse(plain.toString('utf8'));
+  return JSON.parse(plain.toString('utf8')); // the record's sealed values, in reference order
 }
 
-export function sealField(value, key, cubeId) {
+// An event with its fields named in `fields` sealed: each replaced by {"$sealed": i}, the values
+// in one envelope at the top of the event.
+export function sealFields(event, key, cubeId, fields) {
+  const values = [];
+  const seal = (value) => { values.push(value); return { $sealed: values.length - 1 }; };
+  const sealed = fields(event, seal);
   const iv = randomBytes(12);
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(cubeId, 'utf8'));
-  const ct = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final(),
+  const ct = Buffer.concat([cipher.update(JSON.stringify(values), 'utf8'), cipher.final(),
     cipher.getAuthTag()]);
-  return { $enc: 'A256GCM', kid: kidOf(key), iv: iv.toString('base64url'), ct: ct.toString('base64url') };
+  return { ...sealed, $sealed: { alg: 'A256GCM', kid: kidOf(key), iv: iv.toString('base64url'),
+    ct: ct.toString('base64url') } };
 }
 
-// Every sealed field of a decoded value opened (left as it is without the key).
-function openFields(data, key, cubeId) {
-  if (Array.isArray(data)) return data.map((v) => openFields(v, key, cubeId));
-  if (data === null || typeof data !== 'object') return data;
-  if ('$enc' in data) return key ? decodeSealed(data, key, cubeId) : data;
-  return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, openFields(v, key, cubeId)]));
+// A decoded event with its sealed fields put back (left as references without the key).
+function openFields(event, key, cubeId) {
+  if (!event?.$sealed || !key) return event;
+  const values = decodeSealed(event.$sealed, key, cubeId);
+  const back = (data) => {
+    if (Array.isArray(data)) return data.map(back);
+    if (data === null || typeof data !== 'object') return data;
+    const keys = Object.keys(data);
+    if (keys.length === 1 && keys[0] === '$sealed' && Number.isInteger(data.$sealed)) return values[data.$sealed];
+    return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, back(v)]));
+  };
+  const { $sealed, ...rest } = event;
+  return back(rest);
 }
 const shown = (text) => (typeof text === 'string' ? text.replaceAll('\n', ' | ') : '[sealed: no key]');
 
@@ -118,9 +132,10 @@ async function until(ready, what) {
   }
 }
 
-async function request(op, fields) {
-  const req = envelope({ op, reply_to: topic('replies'), correlation_id: randomUUID(),
+async function request(op, fields, sealed = null, key = null) {
+  const plain = envelope({ op, reply_to: topic('replies'), correlation_id: randomUUID(),
     requester: 'memstream-node-example', ...fields });
+  const req = sealed && key ? sealFields(plain, key, cubeId, sealed) : plain;
   let reply;
   pending.set(req.correlation_id, (r) => { reply = r; });
   await publish('requests', op === 'search' ? 'SearchRequest' : 'DataKeyRequest', req);
@@ -161,13 +176,13 @@ async function main() {
     ['assistant', 'Noted: green curry without peanuts, then.'],
     ['user', 'My sister Ines lives in Porto and teaches chemistry.'],
   ];
-  const chunk = envelope({
+  const plainChunk = envelope({
     event_id: chunkId, session_id: 'node-example',
-    messages: said.map(([role, content], i) => ({
-      id: `${chunkId}-${i}`, role, timestamp: now(),
-      content: key ? sealField(content, key, cubeId) : content,
-    })),
+    messages: said.map(([role, content], i) => ({ id: `${chunkId}-${i}`, role, timestamp: now(), content })),
   });
+  const chunk = key ? sealFields(plainChunk, key, cubeId, (event, seal) => ({
+    ...event, messages: event.messages.map((m) => ({ ...m, content: seal(m.content) })),
+  })) : plainChunk;
   await publish('conversations', 'ConversationChunk', chunk);
   console.log(`published chunk ${chunkId} to ${topic('conversations')} (cube ${cubeId}, ` +
     `${said.length} messages, ${key ? 'sealed' : 'plain'})`);
@@ -177,18 +192,19 @@ async function main() {
   await until(() => facts().length > 0 && facts().length >= (facts()[0].count ?? 1)
     && [...items.keys()].every((id) => causes.has(id)), 'the chunk\'s memories');
   key ??= await fetchKey(); // a new cube has a key once the worker sealed its first record
-  for (const [id, item] of items) {
-    for (const update of causes.get(id).filter((u) => u.action === 'added')) {
+  for (const [id, sealedItem] of items) {
+    const item = openFields(sealedItem, key, cubeId);
+    for (const sealedUpdate of causes.get(id).filter((u) => u.action === 'added')) {
       // v3: an added record may carry no snapshot; the text is then on the item it names
-      const text = openFields(update.node?.memory ?? item.memory, key, cubeId);
+      const update = openFields(sealedUpdate, key, cubeId);
+      const text = update.node?.memory ?? item.memory;
       console.log(`added ${update.node_id} [${update.memory_type ?? item.memory_type ?? 'LongTermMemory'}]: ${shown(text)}`);
     }
   }
 
   // 3. search (the query sealed when we hold the key, as any field a person said)
-  const reply = openFields(await request('search', {
-    query: key ? sealField(opts.query, key, cubeId) : opts.query, top_k: 5,
-  }), key, cubeId);
+  const reply = openFields(await request('search', { query: opts.query, top_k: 5 },
+    (event, seal) => ({ ...event, query: seal(event.query) }), key), key, cubeId);
   if (!reply.ok) throw new Error(`search refused: ${reply.error.type}: ${shown(reply.error.message)}`);
   const hits = reply.result.memories ?? [];
   console.log(`search ${JSON.stringify(opts.query)}: ${hits.length} hits`);

@@ -126,8 +126,9 @@ def assert_readable_updates(bootstrap: str) -> list[dict[str, Any]]:
     return updates
 
 
-def envelope(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("$enc") == "A256GCM"
+def sealed_ref(value: Any) -> bool:
+    """A sealed field: a reference into its record's ``$sealed`` envelope."""
+    return isinstance(value, dict) and isinstance(value.get("$sealed"), int)
 
 
 def test_node_reads_sealed_memories_with_the_fetched_key_and_kcat_reads_the_log(
@@ -149,7 +150,8 @@ def test_node_reads_sealed_memories_with_the_fetched_key_and_kcat_reads_the_log(
              if v.get("chunk_event_id") == chunk]
     assert {v["id"] for _raw, v in items} == set(texts)
     for raw, value in items:
-        assert envelope(value["memory"]) and value["memory"]["kid"] == kid, value
+        assert sealed_ref(value["memory"]) and value["$sealed"]["alg"] == "A256GCM", value
+        assert value["$sealed"]["kid"] == kid, value
         assert b"peanuts" not in raw and b"Porto" not in raw
     updates = assert_readable_updates(sealed_stack)
     causes = {v["event_id"] for _raw, v in items}
@@ -162,8 +164,8 @@ def test_node_reads_sealed_memories_with_the_fetched_key_and_kcat_reads_the_log(
     assert "3 messages, sealed)" in second[1]
     assert any("allergic to peanuts" in t for t in added(second).values()), second
     chunks = {v["event_id"]: v for _h, _raw, v in kcat(sealed_stack, "memstream.conversations")}
-    assert not envelope(chunks[chunk]["messages"][0]["content"])
-    assert envelope(chunks[chunk_of(second)]["messages"][0]["content"])
+    assert not sealed_ref(chunks[chunk]["messages"][0]["content"])
+    assert sealed_ref(chunks[chunk_of(second)]["messages"][0]["content"])
 
 
 def test_with_erasure_off_kcat_shows_every_record_whole(
@@ -184,4 +186,4 @@ def test_with_erasure_off_kcat_shows_every_record_whole(
                for _raw, v in items)
     for topic in ("memory.updates", "memory.items", "conversations"):
         assert not [raw for _h, raw, _v in kcat(plain_stack, f"memstream.{topic}")
-                    if b'"$enc"' in raw], topic
+                    if b'"$sealed"' in raw], topic
