@@ -92,8 +92,7 @@ async function publish(suffix, type, event) {
   // CloudEvents' Kafka binding (binary mode), as memstream/kafka/headers.py writes them
   const headers = {
     'content-type': 'application/json', ce_specversion: '1.0', ce_id: event.event_id,
-    ce_type: `memstream.${type}`, ce_source: 'memstream-node-example', ce_time: event.occurred_at,
-    ce_dataschema: `urn:memstream:${type}:v${event.schema_version}`,
+    ce_type: `memstream.${type}.v${event.schema_version}`, ce_source: 'memstream-node-example',
   };
   await producer.send({
     topic: topic(suffix), compression: CompressionTypes.GZIP, // batches gzip-compressed

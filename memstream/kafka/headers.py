@@ -42,11 +42,7 @@ def describe(event: BaseModel) -> list[tuple[str, bytes]]:
     event_id = getattr(event, "event_id", None)
     if isinstance(event_id, str):
         headers.append(("ce_id", event_id.encode()))
-    headers += [("ce_type", f"memstream.{name}".encode()), ("ce_source", SOURCE)]
-    occurred = getattr(event, "occurred_at", None)
-    if occurred is not None:
-        headers.append(("ce_time", occurred.isoformat().encode()))
-    headers.append(("ce_dataschema", f"urn:memstream:{name}:v{version}".encode()))
+    headers += [("ce_type", f"memstream.{name}.v{version}".encode()), ("ce_source", SOURCE)]
     return headers
 
 
