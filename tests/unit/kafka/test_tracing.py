@@ -1,6 +1,8 @@
-"""Tracing (memstream/kafka/tracing.py): optional, so without the ``memstream[otel]`` extra
-(or with tracing off) every helper is a no-op, and when on, spans go to
-``tracing.otlp_endpoint``."""
+"""Tracing (memstream/kafka/tracing.py) is optional: without the ``memstream[otel]`` extra (or
+with tracing off) every helper is a no-op and nothing that publishes or consumes records
+changes, checked in a fresh interpreter where ``opentelemetry`` cannot be imported. When on,
+the OTLP/HTTP exporter posts spans to ``tracing.otlp_endpoint`` (a real HTTP server stands in
+for the collector and decodes what it receives)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,6 @@ FACTS = ("The user is allergic to peanuts.",
          "The user works as a nurse at a hospital in Oslo.",
          "The user drives an old red Volvo to work.",
          "The user's favourite dish is mushroom risotto.")
-
-
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 
 

@@ -188,8 +188,6 @@ LIMITS = LimitsSettings()
 
 
 async def test_the_local_embedder_reads_a_long_text_in_bounded_time() -> None:
-    from memstream.streams.embed.local import LocalEmbedder
-
     text = "The user walked to the market and bought apples and pears. " * 3_400  # 200 KB
     started = time.perf_counter()
     vectors = await LocalEmbedder(max_chars=LIMITS.embed_chars).embed_passages([text])

@@ -12,13 +12,7 @@ from memstream.streams.prompts.members import (
     title_word,
 )
 from memstream.topics.models import MemoryItem, MemoryMetadata
-
-
-def m(text: str, key: str = "", *tags: str) -> MemberNote:
-    return MemberNote(text=text, key=key, tags=list(tags))
-
-
-# --------------------------------------------------------------------------- members helpers
+from tests.support.members import m
 
 
 def test_generic_tags_are_kinds_of_memory_not_subjects() -> None:

@@ -166,8 +166,6 @@ def proc_held(offset: int) -> Held:
 CUBE = "trip"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 T0 = datetime(2026, 4, 2, 8, tzinfo=UTC)
-
-
 SUBJECTS: dict[str, list[str]] = json.loads(
     (DATA / "three_subjects.json").read_text(encoding="utf-8"))[
         "subjects"]
@@ -183,9 +181,6 @@ async def test_a_retried_batch_runs_and_announces_its_optimization_again(
 ) -> None:
     """An optimization placed by the first event of a batch whose later event fails (a store
     outage) is run and announced again by the retry: the failed attempt sent nothing."""
-    from memstream.streams.reorganize.agent import Processor
-    from memstream.streams.runtime.stage import StageStats
-
     deps = memory_deps(tmp_path)
     earlier = await remember(deps, CUBE, *SUBJECTS["food"][:8], at=T0)
     interval = deps.settings.reorganize.optimize_interval_s

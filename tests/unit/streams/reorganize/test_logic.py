@@ -27,8 +27,6 @@ from tests.support.doubles import ScriptedLLM, events_of, memory_deps, record, r
 CUBE = "trip"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 T0 = datetime(2026, 4, 2, 8, tzinfo=UTC)
-
-
 TRIP = [
     ("The user booked a flight to Berlin for the client meeting.", ("flight", "berlin", "client")),
     ("The user's flight to Berlin was delayed by three hours.", ("flight", "berlin", "delay")),

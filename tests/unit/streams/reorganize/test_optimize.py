@@ -14,18 +14,11 @@ from tests.support.doubles import events_of, memory_deps, remember
 from tests.support.paths import DATA
 
 CUBE = "trip"
-
-
 T0 = datetime(2026, 4, 2, 8, tzinfo=UTC)
 AFTER = T0 + timedelta(days=1)  # an optimizer run's position in event time
-
-
 SUBJECTS: dict[str, list[str]] = json.loads(
     (DATA / "three_subjects.json").read_text(encoding="utf-8"))[
         "subjects"]
-
-
-# --------------------------------------------------------------------------- optimize
 
 
 async def test_optimization_groups_memories_by_subject_under_concepts(tmp_path: Path) -> None:

@@ -12,9 +12,6 @@ from memstream.topics.events import ScheduleMessage
 T0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
 
-# --------------------------------------------------------------------------- state
-
-
 def state(**kw: object) -> CubeState:
     msg = ScheduleMessage(user_id="u", cube_id="c", label="query", content="x")
     return CubeState.new(msg, 1, T0).model_copy(update=kw)

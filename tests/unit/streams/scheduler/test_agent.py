@@ -12,9 +12,6 @@ from memstream.topics.events import Origin, ScheduleMessage
 T0 = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
 
-# --------------------------------------------------------------------------- order, activation
-
-
 def record(topic: str, offset: int, at: datetime) -> Record[ScheduleMessage]:
     msg = ScheduleMessage(user_id="u", label="query", content=f"{topic}{offset}", occurred_at=at)
     return Record(msg, Origin(topic=topic, partition=0, offset=offset),

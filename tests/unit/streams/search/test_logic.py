@@ -11,7 +11,7 @@ from typing import Any
 
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps, RawRecord
-from memstream.streams.search.logic import Answer, answer
+from memstream.streams.search.logic import Answer, _bounded, answer
 from memstream.streams.search.usage import UsageWriter
 from memstream.topics.events import (
     DeadLetter,
@@ -20,6 +20,7 @@ from memstream.topics.events import (
     GetRequest,
     NodesResult,
     Reply,
+    ScoredMemory,
     SearchRequest,
     SearchResult,
     SubgraphRequest,
@@ -27,29 +28,22 @@ from memstream.topics.events import (
     WorkingMemoryRequest,
     WriteToken,
 )
-from memstream.topics.models import Edge
+from memstream.topics.models import Edge, MemoryItem, MemoryMetadata
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from tests.support.doubles import memory_deps, record, remember
 
 CUBE = "bob"
-
-
 FACTS = ("The user is allergic to peanuts.",
          "The user's sister plays the violin in an orchestra.",
          "The user works as a nurse at a hospital in Oslo.",
          "The user drives an old red Volvo to work.",
          "The user's favourite dish is mushroom risotto.")
-
-
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 
 
 def ask(query: str, **fields: Any) -> SearchRequest:
     return SearchRequest(**{"user_id": CUBE, "query": query, **fields})
-
-
-# --------------------------------------------------------------------------- requests
 
 
 async def no_wait(_token: WriteToken, _timeout: float) -> None:
@@ -244,10 +238,6 @@ LIMITS = LimitsSettings()
 
 
 def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
-    from memstream.streams.search.logic import _bounded
-    from memstream.topics.events import Reply, ScoredMemory, SearchResult
-    from memstream.topics.models import MemoryItem, MemoryMetadata
-
     # texts that do not compress (replies are compressed before they are measured)
     rng = random.Random(1)
     items = [MemoryItem(id=f"n{i}", memory=base64.b64encode(rng.randbytes(2_250)).decode(),

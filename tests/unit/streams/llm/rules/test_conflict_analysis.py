@@ -12,9 +12,6 @@ def test_date_formats_are_compared_by_value() -> None:
     assert ("date", "2024-06-12") in analyse("用户的预约在2024年6月12日。").values
 
 
-# --------------------------------------------------------------------------- analysis helpers
-
-
 def test_stemming_and_chinese_numbers() -> None:
     assert stem("lives") == stem("living") == stem("lived") == stem("live")
     assert stem("movies") == stem("movie")

@@ -19,9 +19,6 @@ def mem(
     return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
 
 
-# --------------------------------------------------------------------------- fusion rules
-
-
 def fuse(existing: MemoryStatement, new: MemoryStatement, rel: Relation) -> FusionResponse:
     return stand_in(FUSION)(FusionContext(existing=existing, new=new, relation=rel))
 
