@@ -209,6 +209,8 @@ async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> Non
     assert active.memory == "Alice moved to Lisbon."  # unchanged: a hard update
     assert archived.memory == "Alice lives in Berlin."
     assert set(active.metadata.tags) == {"alice", "move"}
+    edges = await deps.query.edges_of(CUBE, archived.id, ["MERGED_TO"], "out")
+    assert [e.target for e in edges] == [active.id]
     (merged,) = updates(out, "merged")
     assert merged.reason.endswith("hard update")
 
