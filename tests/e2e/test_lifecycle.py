@@ -188,28 +188,6 @@ async def test_unused_memories_are_archived_then_expired_and_a_frozen_one_surviv
     assert actions[:2] == ["added", "frozen"] and "unfrozen" in actions
 
 
-async def test_a_redelivered_sweep_decides_the_same(timed: tuple[Pipeline, Clock]) -> None:
-    p, clock = timed
-    await add(p, CHESS, COLOUR)
-    clock.now = T0 + timedelta(days=40)
-    await tick(p)
-    before = await updates(p)
-    sweep = [u for u in before if u.action == "archived"][0].cause_event_id
-    commands = await read_topic(p.settings, p.bootstrap, MEMORY_COMMANDS)
-    (event,) = [c for c in commands if c.event_id == sweep]
-    assert isinstance(event, LifecycleSweep) and event.occurred_at <= clock.now
-    # the same sweep again, processed much later: the same decisions, the same event ids
-    clock.now = T0 + timedelta(days=400)
-    token = await p.client.publish(MEMORY_COMMANDS, event)
-    await p.client.wait_applied(token, timeout=60)
-    after = await updates(p)
-    again = [u for u in after[len(before):] if u.cause_event_id == sweep]
-    assert sorted((u.event_id, u.action, u.node_id) for u in again) == sorted(
-        (u.event_id, u.action, u.node_id) for u in before if u.cause_event_id == sweep)
-    for text in (CHESS, COLOUR):
-        assert (await node(p, text)).metadata.status == "archived"  # not expired by day 400
-
-
 async def test_an_explicit_merge_of_a_frozen_memory_is_refused(pipeline: Pipeline) -> None:
     """The optimizer's merge op (reorganize.normal) spares a frozen node and says why."""
     p = pipeline

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from memstream.topics.events import ExtractedMemory, MemoryUpdate
+from memstream.topics.events import ExtractedMemory
 from memstream.topics.models import Edge, MemoryItem
 from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES
 from tests.fakes.openai_server import Reply
@@ -65,36 +65,6 @@ async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pip
     found = await pipeline.client.search("p1", "hiking")
     assert archived.id not in {s.item.id for s in found}
     assert active.id in {s.item.id for s in found}
-
-
-async def test_a_move_is_a_conflict_without_a_model_both_kept(pipeline: Pipeline) -> None:
-    """Rules mode never archives on a guess: CONFLICT, newer → older, both kept."""
-    await say(pipeline, "p2", "Alice lives in Berlin.", "Alice moved to Lisbon.")
-    await say(pipeline, "p3", "用户的朋友小王住在上海。", "小王搬到了北京。")
-    for cube, new_place, old_place in (("p2", "Lisbon", "Berlin"), ("p3", "北京", "上海")):
-        nodes = await nodes_by_status(pipeline, cube)
-        assert "archived" not in nodes
-        (new,) = [n for n in nodes["activated"] if new_place in n.memory]
-        (old,) = [n for n in nodes["activated"] if old_place in n.memory]
-        assert await pipeline.deps.store.graph.edge_exists(cube, new.id, old.id, "CONFLICT")
-        assert await merged_to(pipeline, cube, old) == []
-
-
-async def test_independent_statements_are_both_kept(pipeline: Pipeline) -> None:
-    await say(pipeline, "p4", "The user is allergic to peanuts.",
-              "The user's sister plays the violin.", "The user works as a nurse in Oslo.")
-    nodes = await nodes_by_status(pipeline, "p4")
-    assert len(nodes["activated"]) == 3 and "archived" not in nodes
-
-
-async def test_frozen_nodes_are_never_merged(pipeline: Pipeline) -> None:
-    await say(pipeline, "p5", "Alice lives in Berlin.")
-    (node,) = (await nodes_by_status(pipeline, "p5"))["activated"]
-    await pipeline.deps.store.graph.update_node("p5", node.evolve(frozen=True))
-    await say(pipeline, "p5", "Alice moved to Lisbon.")
-    nodes = await nodes_by_status(pipeline, "p5")
-    assert {n.memory for n in nodes["activated"]} == {"Alice lives in Berlin.",
-                                                      "Alice moved to Lisbon."}
 
 
 async def test_edges_of_the_merged_node_move_to_the_new_node(pipeline: Pipeline) -> None:
@@ -155,28 +125,6 @@ async def test_replaying_the_input_changes_nothing(add_stage_only: Pipeline) -> 
     first = {u.event_id: (u.action, u.node_id, u.related_ids) for u in updates_before}
     again = {u.event_id: (u.action, u.node_id, u.related_ids) for u in updates_after}
     assert again == first
-
-
-async def test_an_llm_failure_during_fusion_falls_back_to_a_hard_update(
-    pipeline_with_llm: Pipeline,
-) -> None:
-    pipeline = pipeline_with_llm
-    server = pipeline.llm_server
-    # the review names the pair but gives no merged statement: fusion is asked, and fails
-    server.route("New memories were just extracted", Reply.json({"decisions": [
-        {"item": 0, "candidate": 0, "relation": "contradictory", "reason": "she moved"}]}),
-        where="system")
-    server.handler = lambda request: Reply.http_error(500, "fusion model down")
-    await say(pipeline, "p8", "Alice lives in Berlin.", "Alice moved to Lisbon.")
-    nodes = await nodes_by_status(pipeline, "p8")
-    (active,), (archived,) = nodes["activated"], nodes["archived"]
-    assert active.memory == "Alice moved to Lisbon."  # the newer statement, unchanged
-    assert archived.memory == "Alice lives in Berlin."
-    assert await merged_to(pipeline, "p8", archived) == [active.id]
-    merged = [u for u in await read_topic(pipeline.settings, pipeline.bootstrap,
-                                          MEMORY_UPDATES) if u.cube_id == "p8"
-              and isinstance(u, MemoryUpdate) and u.action == "merged"]
-    assert "hard update" in merged[0].reason
 
 
 async def test_the_scripted_model_fuses_a_contradiction(pipeline_with_llm: Pipeline) -> None:

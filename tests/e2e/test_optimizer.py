@@ -92,27 +92,6 @@ def by_text(nodes: list[MemoryItem], fragment: str) -> MemoryItem:
                 and n.metadata.type != "reasoning")
 
 
-async def test_a_trip_yields_cause_edges_follows_and_no_inference_in_rules_mode(
-    unmerged: Pipeline,
-) -> None:
-    pipeline = unmerged
-    await tell(pipeline, "trip", TRIP)
-    await settle(pipeline, "trip")
-    graph = pipeline.deps.store.graph
-    nodes = await graph.all_of_type("trip", "LongTermMemory")
-    booked, delay, missed = (by_text(nodes, w) for w in ("booked", "delayed", "missed"))
-    assert await graph.edge_exists("trip", delay.id, missed.id, "CAUSE")
-    assert not await graph.edge_exists("trip", booked.id, missed.id, "CAUSE")
-    # one session, linked in time order
-    assert await graph.edge_exists("trip", booked.id, delay.id, "FOLLOWS")
-    assert await graph.edge_exists("trip", delay.id, missed.id, "FOLLOWS")
-    assert not await graph.edge_exists("trip", missed.id, delay.id, "FOLLOWS")
-    assert not [n for n in nodes if n.metadata.type == "reasoning"]  # rules infer nothing
-    linked = [u for u in await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
-              if u.cube_id == "trip" and u.action == "linked"]
-    assert any(e.type == "CAUSE" for u in linked for e in u.edges)
-
-
 async def test_the_model_infers_one_reasoning_node_from_a_cause(
     pipeline_with_llm: Pipeline,
 ) -> None:

@@ -33,26 +33,6 @@ async def add_and_wait(pipeline: Pipeline, user: str, memories: list[Any],
     await pipeline.client.wait_applied(token, timeout=60)
 
 
-async def test_fast_search_ranks_the_matching_memories_first(pipeline: Pipeline) -> None:
-    await add_and_wait(pipeline, "ann", FOOD + TRAVEL)
-    found = await pipeline.client.search("ann", "When does my plane to Lisbon depart?", top_k=3)
-    assert found and found[0].item.memory == TRAVEL[0]
-    assert all(a.score >= b.score for a, b in zip(found, found[1:], strict=False))
-    food = await pipeline.client.search("ann", "what tea do I drink?", top_k=2,
-                                        memory_type="LongTermMemory")
-    assert food[0].item.memory == FOOD[2]
-    assert len(food) == 2
-
-
-async def test_results_are_deduplicated_across_working_and_long_term_memory(
-    pipeline: Pipeline,
-) -> None:
-    await add_and_wait(pipeline, "dedup", FOOD)
-    found = await pipeline.client.search("dedup", "tea", top_k=10)
-    texts = [s.item.memory for s in found]
-    assert sorted(texts) == sorted(FOOD)  # each memory once, though stored twice
-
-
 async def test_fine_search_uses_the_goal_parser_and_the_reasoner(
     pipeline_with_llm: Pipeline,
 ) -> None:
@@ -171,19 +151,6 @@ async def test_a_chinese_query_finds_chinese_and_english_memories(pipeline: Pipe
     assert texts[0] == "用户每天早上喝一杯绿茶。"
     assert "The user drinks green tea every morning before work." in texts
     assert "The user's car needs new tyres." not in texts
-
-
-async def test_usage_is_recorded_after_a_search(pipeline: Pipeline) -> None:
-    await add_and_wait(pipeline, "use", ["The user plays the cello."])
-    found = await pipeline.client.search("use", "cello", memory_type="LongTermMemory")
-    node_id = found[0].item.id
-    assert found[0].item.metadata.usage == ()  # a reply leaves the history out; `get` has it
-    for _ in range(100):  # written within search.usage_flush_s
-        (node,) = await pipeline.client.get("use", [node_id])
-        if node.metadata.usage:
-            break
-        await asyncio.sleep(0.05)
-    assert node.metadata.usage and node.metadata.usage[-1].query == "cello"
 
 
 async def test_the_graph_has_the_last_word_over_a_stale_vector_record(pipeline: Pipeline) -> None:

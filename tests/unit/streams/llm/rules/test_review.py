@@ -1,0 +1,34 @@
+"""The rules stand-in of the batched merge review (streams/llm/rules/review.py): it answers
+each item as the per-pair judge would."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memstream.streams.llm.rules import stand_in
+from memstream.streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement
+from memstream.streams.prompts.review import REVIEW, Candidate, ReviewContext, ReviewItem
+
+T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+
+
+def stmt(text: str, day: int = 0) -> MemoryStatement:
+    return MemoryStatement(text=text, updated_at=T0 + timedelta(days=day))
+
+
+def test_the_review_answers_each_item_as_the_pair_judge_would() -> None:
+    items = [("Alice lives in Berlin.", "Alice moved to Lisbon."),
+             ("The user likes green tea.", "The user plays the cello on Sundays.")]
+    ctx = ReviewContext(items=[ReviewItem(new=stmt(new, 1), candidates=[
+        Candidate(statement=stmt(old), similarity=0.9)]) for old, new in items])
+    answer = stand_in(REVIEW)(ctx)
+    for i, (old, new) in enumerate(items):
+        single = stand_in(RELATION_JUDGE)(JudgeContext(existing=stmt(old), new=stmt(new, 1),
+                                                       similarity=0.9))
+        decision = answer.decision_for(i, 1)
+        assert (decision.relation if decision else "independent") == single.relation
+    merged = answer.decision_for(0, 1)
+    assert merged is not None and merged.fused() is not None
+    assert "Lisbon" in merged.fused().memory  # type: ignore[union-attr]
+    user = REVIEW.render(ctx)[-1]["content"]
+    assert user.count("NEW memory") == 2 and "similarity 0.900" in user
