@@ -55,13 +55,9 @@ def schema_versions(spec: TopicSpec) -> list[int]:
 
 
 def ce_types(spec: TopicSpec) -> list[str]:
-    """The ``ce_type`` header values of the topic's records (``memstream/kafka/headers.py``)."""
-    return sorted(f"memstream.{m.__name__}" for m in value_models(spec))
-
-
-def dataschemas(spec: TopicSpec) -> list[str]:
-    """The ``ce_dataschema`` header values: one URN per model and schema version."""
-    return sorted(f"urn:memstream:{m.__name__}:v{v}"
+    """The ``ce_type`` header values of the topic's records (``memstream/kafka/headers.py``):
+    one per model and schema version, ``memstream.<Model>.v<n>``."""
+    return sorted(f"memstream.{m.__name__}.v{v}"
                   for m in value_models(spec) for v in model_versions(m))
 
 
@@ -101,13 +97,10 @@ RECORD_HEADERS: dict[str, Any] = {
         "ce_specversion": {"const": "1.0"},
         "ce_id": {**TEXT, "description": "the event's event_id: stable across redelivery "
                                          "and replay (deduplicate by it)"},
-        "ce_type": {**TEXT, "pattern": "^memstream\\.[A-Za-z]+$",
-                    "description": "memstream.<model>"},
+        "ce_type": {**TEXT, "pattern": "^memstream\\.[A-Za-z]+\\.v[0-9]+$",
+                    "description": "the schema's name and version: "
+                                   "memstream.<model>.v<schema_version>"},
         "ce_source": {"const": "memstream"},
-        "ce_time": {**TEXT, "format": "date-time",
-                    "description": "the event's occurred_at (UTC, ISO 8601)"},
-        "ce_dataschema": {**TEXT, "pattern": "^urn:memstream:[A-Za-z]+:v[0-9]+$",
-                          "description": "urn:memstream:<model>:v<schema_version>"},
         "traceparent": {**TEXT, "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
                         "description": "W3C trace context of the span that produced it "
                                        "(docs/tracing.md)"},
@@ -129,8 +122,7 @@ def message(spec: TopicSpec) -> dict[str, Any]:
         "contentType": "application/json",
         "headers": {"type": "object", "allOf": [
             _ref("components", "schemas", "RecordHeaders"),
-            {"properties": {"ce_type": {"enum": ce_types(spec)},
-                            "ce_dataschema": {"enum": dataschemas(spec)}}},
+            {"properties": {"ce_type": {"enum": ce_types(spec)}}},
         ]},
         # The files are JSON Schema 2020-12; the keywords they use read the same in draft-07,
         # the newest JSON Schema the AsyncAPI tools know (prefixItems is ignored there).

@@ -27,23 +27,22 @@ from memstream.topics.asyncapi import (
     Actor,
     Flows,
     ce_types,
-    dataschemas,
     document,
     dump_yaml,
     schema_versions,
     value_name,
 )
 from memstream.topics.registry import ALL_TOPICS, KEEP_FOREVER, TopicSpec
-from memstream.topics.sealing import ENVELOPE_SCHEMA
+from memstream.topics.sealing import ENVELOPE_SCHEMA, FIELD_REF_SCHEMA, SEALED_KEY
 from memstream.topics.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository (topics/ is linked under memstream/)
 OUT = Path("docs") / "contracts"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SEALED_REF = "#/$defs/SealedField"
+SEALED_REF = "#/$defs/SealedRef"
 # Only while pydantic builds a schema: it resolves every local "$ref" against the definitions
 # it made itself and rejects any other, but leaves absolute URLs alone.
-_SEALED_PLACEHOLDER = "https://memstream.invalid/SealedField"
+_SEALED_PLACEHOLDER = "https://memstream.invalid/SealedRef"
 APP_ID: str = Settings.model_fields["app_id"].default
 
 # --------------------------------------------------------------------------- who does what
@@ -108,9 +107,26 @@ def _swap_refs(node: Any, old: str, new: str) -> None:
             _swap_refs(value, old, new)
 
 
+def _ref_sealed(node: Any) -> None:
+    """Each inline sealed-field reference schema replaced by ``$ref`` to ``$defs/SealedRef``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if value == FIELD_REF_SCHEMA:
+                node[key] = {"$ref": SEALED_REF}
+            else:
+                _ref_sealed(value)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            if value == FIELD_REF_SCHEMA:
+                node[i] = {"$ref": SEALED_REF}
+            else:
+                _ref_sealed(value)
+
+
 class ContractJsonSchema(GenerateJsonSchema):
-    """pydantic's generator, knowing ``$defs/SealedField``: a field marked ``Sealed`` admits
-    the envelope (``anyOf: [plain, {"$ref": "#/$defs/SealedField"}]``), which pydantic's own
+    """pydantic's generator, knowing ``$defs/SealedRef``: a field marked ``Sealed`` admits
+    a reference into the record's envelope (``anyOf: [plain, {"$ref": "#/$defs/SealedRef"}]``),
+    which pydantic's own
     generator cannot resolve. Use it for any model with sealed fields:
     ``Model.model_json_schema(schema_generator=ContractJsonSchema)``."""
 
@@ -124,7 +140,7 @@ class ContractJsonSchema(GenerateJsonSchema):
         result = super().generate(schema, mode)
         if _SEALED_PLACEHOLDER in json.dumps(result):
             _swap_refs(result, _SEALED_PLACEHOLDER, SEALED_REF)
-            result.setdefault("$defs", {})["SealedField"] = copy.deepcopy(ENVELOPE_SCHEMA)
+            result.setdefault("$defs", {})["SealedRef"] = copy.deepcopy(FIELD_REF_SCHEMA)
         return result
 
 
@@ -137,7 +153,14 @@ def topic_schema(spec: TopicSpec) -> dict[str, Any]:
     description += f"Topic {PREFIX}{spec.suffix}, Kafka key: {spec.key}."
     if own:
         description += f"\n\n{name}: {own}"
-    generated.setdefault("$defs", {})["SealedField"] = copy.deepcopy(ENVELOPE_SCHEMA)
+    _ref_sealed(generated)
+    defs = generated.setdefault("$defs", {})
+    defs["SealedRef"] = copy.deepcopy(FIELD_REF_SCHEMA)
+    defs["SealedEnvelope"] = copy.deepcopy(ENVELOPE_SCHEMA)
+    for node in [generated, *defs.values()]:  # an event may carry its sealed values
+        props = node.get("properties")
+        if isinstance(props, dict) and "event_id" in props and "cube_id" in props:
+            props[SEALED_KEY] = {"$ref": "#/$defs/SealedEnvelope"}
     return {
         **generated,
         "$schema": DIALECT,
@@ -150,7 +173,6 @@ def topic_schema(spec: TopicSpec) -> dict[str, Any]:
             "key": spec.key,
             "schemaVersions": schema_versions(spec),
             "ceTypes": ce_types(spec),
-            "dataschemas": dataschemas(spec),
         },
     }
 

@@ -72,8 +72,8 @@ class Sealed:
 
     def __get_pydantic_json_schema__(self, core: CoreSchema,
                                      handler: GetJsonSchemaHandler) -> JsonSchemaValue:
-        plain = handler(core)
-        return {"anyOf": [plain, {"$ref": "#/$defs/SealedRef"}], "x-sealed": True}
+        plain = handler(core)  # the reference inline: any pydantic generator resolves it
+        return {"anyOf": [plain, dict(FIELD_REF_SCHEMA)], "x-sealed": True}
 
     def __repr__(self) -> str:
         return "SEALED"

@@ -12,8 +12,8 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 
-/** The value a sealed field's envelope holds (the function docs/contracts.md shows). */
-export function openField(envelope, key, cubeId) {  // key: the cube's 32-byte Buffer
+/** The sealed values a record's envelope holds (the function docs/contracts.md shows). */
+export function openValues(envelope, key, cubeId) {  // key: the cube's 32-byte Buffer
   const data = Buffer.from(envelope.ct, 'base64url');  // ciphertext || 16-byte tag
   const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(envelope.iv, 'base64url'));
   decipher.setAAD(Buffer.from(cubeId, 'utf8'));
@@ -21,12 +21,12 @@ export function openField(envelope, key, cubeId) {  // key: the cube's 32-byte B
   let plain = Buffer.concat([decipher.update(data.subarray(0, data.length - 16)),
                              decipher.final()]);
   if (envelope.zip === 'deflate') plain = inflateRawSync(plain);
-  return JSON.parse(plain.toString('utf8'));
+  return JSON.parse(plain.toString('utf8'));  // an array: element i is field {"$sealed": i}
 }
 
 /** Whether an envelope was sealed with this key (its kid: SHA-256 of the key, 16 hex). */
 export function checkKey(envelope, key) {
-  if (envelope.$enc !== 'A256GCM') throw new Error(`unknown algorithm ${envelope.$enc}`);
+  if (envelope.alg !== 'A256GCM') throw new Error(`unknown algorithm ${envelope.alg}`);
   const kid = createHash('sha256').update(key).digest('hex').slice(0, 16);
   if (envelope.kid !== kid) throw new Error(`sealed with key ${envelope.kid}, not ${kid}`);
 }
@@ -37,18 +37,22 @@ export function cubeKey(keyDir, cubeId) {
   return readFileSync(path.join(keyDir, `${name}.key`));
 }
 
-/** A decoded value with every sealed field opened, by the value's own cube_id. */
+/** A decoded value with every sealed field put back, opened with its own cube's key. */
 export function openValue(value, key) {
-  const open = (node) => {
-    if (Array.isArray(node)) return node.map(open);
+  if (!value || typeof value.$sealed !== 'object') return value;  // nothing sealed in it
+  const { $sealed: envelope, ...rest } = value;
+  checkKey(envelope, key);
+  const values = openValues(envelope, key, value.cube_id);
+  const back = (node) => {
+    if (Array.isArray(node)) return node.map(back);
     if (node === null || typeof node !== 'object') return node;
-    if ('$enc' in node) {
-      checkKey(node, key);
-      return openField(node, key, value.cube_id);
+    const keys = Object.keys(node);
+    if (keys.length === 1 && keys[0] === '$sealed' && Number.isInteger(node.$sealed)) {
+      return values[node.$sealed];
     }
-    return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, open(v)]));
+    return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, back(v)]));
   };
-  return open(value);
+  return back(rest);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
@@ -60,6 +64,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for await (const line of readline.createInterface({ input: process.stdin })) {
     if (!line.trim()) continue;
     const value = JSON.parse(line);
-    console.log(JSON.stringify(openValue(value, cubeKey(keyDir, value.cube_id))));
+    const sealed = value && typeof value.$sealed === 'object';
+    console.log(JSON.stringify(sealed ? openValue(value, cubeKey(keyDir, value.cube_id)) : value));
   }
 }

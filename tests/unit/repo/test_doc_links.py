@@ -23,7 +23,8 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, m
 
 
 def pages(root: Path = ROOT) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return [root / "README.md", *sorted(p for p in (root / "docs").rglob("*.md")
+                                        if "node_modules" not in p.parts)]
 
 
 def prose(text: str) -> str:

@@ -21,7 +21,12 @@ from memstream.security.signing import Signer
 from memstream.topics import schema
 from memstream.topics.asyncapi import dump_yaml, schema_versions
 from memstream.topics.registry import ALL_TOPICS, BY_SUFFIX
-from memstream.topics.sealing import ENC, ENVELOPE_SCHEMA, sealing_active
+from memstream.topics.sealing import (
+    ENVELOPE_SCHEMA,
+    FIELD_REF_SCHEMA,
+    SEALED_KEY,
+    sealing_active,
+)
 from memstream.topics.trust import SigningKey
 from tests.unit.topics.samples import samples
 
@@ -97,7 +102,8 @@ def test_each_schema_says_what_it_is(validators: dict[str, Draft202012Validator]
         assert published["$id"] == f"urn:memstream:topic:{spec.suffix}"
         assert published["title"]
         assert spec.doc.rstrip(".") in published["description"]
-        assert published["$defs"]["SealedField"] == ENVELOPE_SCHEMA
+        assert published["$defs"]["SealedEnvelope"] == ENVELOPE_SCHEMA
+        assert published["$defs"]["SealedRef"] == FIELD_REF_SCHEMA
         assert published["x-memstream"]["schemaVersions"] == schema_versions(spec)
     assert validators["memory.updates"].schema["x-memstream"]["schemaVersions"] == [1, 2, 3]
 
@@ -152,7 +158,7 @@ def test_sealed_events_validate_against_their_topic_schema(
         spec = BY_SUFFIX[suffix]
         for event in events:
             raw = spec.encode(event)
-            if ENC.encode() in raw:
+            if SEALED_KEY.encode() in raw:
                 sealed_somewhere.add(suffix)
             data = json.loads(raw)
             assert _errors(validators[suffix], data) == [], (suffix, data)
@@ -165,8 +171,8 @@ def test_sealed_events_validate_against_their_topic_schema(
 
 def _first_envelope(data: Any) -> dict[str, Any] | None:
     if isinstance(data, dict):
-        if ENC in data:
-            return data
+        if isinstance(data.get(SEALED_KEY), dict):
+            return data[SEALED_KEY]
         data = list(data.values())
     if isinstance(data, list):
         for item in data:
@@ -207,6 +213,6 @@ def test_real_headers_match_each_message_s_headers_schema() -> None:
         for event in events:
             headers = {k: v.decode() for k, v in
                        headers_for(event, spec.encode(event), signer, trace)}
-            assert {"ce_id", "ce_type", "ce_dataschema", "memstream-sig"} <= set(headers)
+            assert {"ce_id", "ce_type", "memstream-sig"} <= set(headers)
             assert _errors(validator, headers) == [], (suffix, headers)
             assert _errors(validator, {**headers, "ce_type": "memstream.Other"}), suffix

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from memstream.security import keys
 from memstream.topics import sealing
 from memstream.topics.events import ConversationChunk, ExtractedMemory, MemoryUpdate
+from memstream.topics.models import MemoryItem
 from memstream.topics.registry import CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES
 
 
@@ -103,3 +104,12 @@ def test_an_event_with_nothing_to_seal_stays_whole_and_makes_no_key(tmp_path: Pa
         assert not list(tmp_path.iterdir())  # no data key made for a cube with nothing sealed
     finally:
         keys.release(tmp_path)
+
+
+def test_a_models_json_schema_admits_the_reference_where_a_field_is_sealed() -> None:
+    """Any JSON Schema generator reads the models (no reference it cannot resolve)."""
+    memory = MemoryItem.model_json_schema()["properties"]["memory"]
+    assert memory["x-sealed"] is True
+    assert {"type": "string", "minLength": 1} in [
+        {k: v for k, v in option.items() if k != "title"} for option in memory["anyOf"]]
+    assert sealing.FIELD_REF_SCHEMA in memory["anyOf"]

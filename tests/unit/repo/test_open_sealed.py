@@ -15,7 +15,7 @@ import pytest
 from memstream.security.keys import activate, release
 from memstream.topics import schema
 from memstream.topics.registry import BY_SUFFIX
-from memstream.topics.sealing import ENC
+from memstream.topics.sealing import SEALED_KEY
 from tests.unit.topics.samples import samples
 
 SCRIPT = schema.ROOT / schema.OUT / "open-sealed.mjs"
@@ -35,7 +35,7 @@ def test_node_opens_every_sealed_field(tmp_path: Path) -> None:
                 sealed.append(spec.encode(event).decode())
     finally:
         release(tmp_path)
-    assert sum(f'"{ENC}"' in value for value in sealed) >= 10
+    assert sum(f'"{SEALED_KEY}"' in value for value in sealed) >= 10
     assert any('"zip":"deflate"' in value for value in sealed)
     result = subprocess.run([node, str(SCRIPT), str(tmp_path)], input="\n".join(sealed),
                             capture_output=True, text=True, timeout=60)
@@ -46,6 +46,6 @@ def test_node_opens_every_sealed_field(tmp_path: Path) -> None:
 def test_the_page_shows_the_decoder_that_is_tested() -> None:
     page = (schema.ROOT / schema.DOC).read_text(encoding="utf-8")
     shown = next(block for block in re.findall(r"^```\w*\n(.*?)^```", page, re.S | re.M)
-                 if "function openField" in block)
-    function = shown[shown.index("function openField"):]
+                 if "function openValues" in block)
+    function = shown[shown.index("function openValues"):]
     assert function in SCRIPT.read_text(encoding="utf-8")
