@@ -26,7 +26,8 @@ from tests.support.cli import pipeline_env
 from tests.support.pipeline import Pipeline
 
 ROOT = Path(__file__).parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md")
+                                    if "node_modules" not in p.parts)]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 RUNNABLE = {"python", "sh"}
 LISTINGS = {"text", "json", "yaml", "toml", "console"}
