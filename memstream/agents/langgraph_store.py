@@ -3,7 +3,8 @@
 Each namespace is a memory cube (``<prefix>.<label>.<label>…``, one user owns them all) and
 each item one memory whose id is derived from its cube and key, so a put of an existing key
 updates that memory (its history records the change) and a delete removes it. Items are
-searched with memstream's own retrieval; what memstream does to memories applies to them
+searched with memstream's own retrieval (a search over several namespaces is scored again
+on one scale: ``langgraph_scores.py``); what memstream does to memories applies to them
 too (two items saying the same thing may be merged: the older one stays readable by key but
 leaves search results). The namespaces the store wrote are kept as records of a catalogue
 cube (``<prefix>``), so ``list_namespaces`` needs no scan of the log. Writes return once
@@ -16,7 +17,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -32,6 +33,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from memstream.agents.langgraph_scores import MergedScores
 from memstream.agents.langgraph_values import decode, encode, matches, text_of
 from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.topics.events import (
@@ -45,6 +47,9 @@ from memstream.topics.ids import stable_id
 from memstream.topics.models import ItemMemoryType, MemoryItem
 from memstream.topics.registry import DEAD_LETTER
 from memstream.topics.settings import Settings
+
+if TYPE_CHECKING:
+    from memstream.streams.embed.port import Embedder
 
 CATALOGUE_TYPE: ItemMemoryType = "EpisodicMemory"  # never merged, copied or reorganized
 
@@ -60,10 +65,13 @@ class MemstreamStore(BaseStore):
     def __init__(self, client: MemoryClient, user_id: str, *, prefix: str = "langgraph",
                  memory_type: ItemMemoryType = "LongTermMemory",
                  index: Sequence[str] | None = None, timeout: float = 120.0,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None,
+                 embedder: Embedder | None = None) -> None:
         """``client``: a started client; ``index``: the value fields memstream embeds
         (LangGraph paths; default: the value's string fields); ``loop``: the client's loop
-        (default: the running one), where sync calls from other threads are sent."""
+        (default: the running one), where sync calls from other threads are sent;
+        ``embedder``: what scores a search over several namespaces on one scale (default:
+        the embedder the client's settings name, built on first use; ``close`` closes it)."""
         if not prefix or "." in prefix:
             raise ValueError("prefix must be non-empty and hold no '.'")
         self.client = client
@@ -79,7 +87,13 @@ class MemstreamStore(BaseStore):
                 raise ValueError("MemstreamStore needs the client's event loop: create it "
                                  "inside that loop, pass loop=, or use open_store()") from None
         self.loop = loop
+        self.scores = MergedScores(client.settings, embedder)
         self._catalogued: set[tuple[str, ...]] = set()
+
+    async def close(self) -> None:
+        """Close what the store made for itself (the embedder of ``scores``); the client
+        stays open."""
+        await self.scores.close()
 
     # ------------------------------------------------------------------ naming
 
@@ -180,16 +194,23 @@ class MemstreamStore(BaseStore):
         namespaces = await self._catalogue(
             (MatchCondition("prefix", op.namespace_prefix),) if op.namespace_prefix else ())
         per_cube = await asyncio.gather(*(self._search_one(ns, op) for ns in namespaces))
-        found = [item for items in per_cube for item in items]
+        hits = [hit for found in per_cube for hit in found]
+        if op.query and sum(1 for found in per_cube if found) > 1:
+            # each cube scored its own on its own scale: one scale over them all
+            scores = await self.scores.scores(op.query, [node for _, node in hits])
+            hits = [(_rescored(item, score), node)
+                    for (item, node), score in zip(hits, scores, strict=True)]
+        found = [item for item, _ in hits]
         if op.query:
             found.sort(key=lambda it: it.score or 0.0, reverse=True)
         else:
             found.sort(key=lambda it: (it.updated_at, it.namespace, it.key), reverse=True)
         return found[op.offset: op.offset + op.limit]
 
-    async def _search_one(self, namespace: tuple[str, ...], op: SearchOp) -> list[SearchItem]:
+    async def _search_one(self, namespace: tuple[str, ...],
+                          op: SearchOp) -> list[tuple[SearchItem, MemoryItem]]:
         cube = self.cube_of(namespace)
-        items: list[SearchItem] = []
+        items: list[tuple[SearchItem, MemoryItem]] = []
         if op.query:
             # memstream ranks at most MAX_TOP_K per request; a filter is applied to those
             want = MAX_TOP_K if op.filter else min(MAX_TOP_K, op.offset + op.limit)
@@ -209,7 +230,7 @@ class MemstreamStore(BaseStore):
         for node, score in candidates:
             item = self._item(node, namespace, score, scored=True)
             if isinstance(item, SearchItem) and matches(item.value, op.filter):
-                items.append(item)
+                items.append((item, node))
         return items
 
     async def _catalogue(self, conditions: Sequence[MatchCondition]) -> list[tuple[str, ...]]:
@@ -320,6 +341,12 @@ class MemstreamStore(BaseStore):
                 return letter.error
         return "no dead letter names it (see `memstream dead-letters`)"
 
+
+def _rescored(item: SearchItem, score: float) -> SearchItem:
+    return SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
+                      score)
+
+
 def _meets(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     path = tuple(condition.path)
     if len(namespace) < len(path):
@@ -334,7 +361,11 @@ async def connect_store(settings: Settings | None = None, *, user_id: str,
                         **options: Any) -> AsyncIterator[MemstreamStore]:
     """A store with its own client on the running loop, closed on exit."""
     async with MemoryClient(settings or Settings()) as client:
-        yield MemstreamStore(client, user_id, **options)
+        store = MemstreamStore(client, user_id, **options)
+        try:
+            yield store
+        finally:
+            await store.close()
 
 
 @contextmanager
@@ -348,7 +379,11 @@ def open_store(settings: Settings | None = None, *, user_id: str,
     client = MemoryClient(settings or Settings())
     try:
         asyncio.run_coroutine_threadsafe(client.start(), loop).result()
-        yield MemstreamStore(client, user_id, loop=loop, **options)
+        store = MemstreamStore(client, user_id, loop=loop, **options)
+        try:
+            yield store
+        finally:
+            asyncio.run_coroutine_threadsafe(store.close(), loop).result()
     finally:
         asyncio.run_coroutine_threadsafe(client.close(), loop).result()
         loop.call_soon_threadsafe(loop.stop)

@@ -20,7 +20,7 @@ from pydantic import Field
 from memstream import __version__
 from memstream.agents.memory_tools import Identity, MemoryTools, ToolFailure
 from memstream.client.client import ClientError, MemoryClient, MemoryServiceError
-from memstream.history.provenance import NodeNotFound
+from memstream.history.ids import AmbiguousId, NodeNotFound
 from memstream.topics.events import MAX_TOP_K
 from memstream.topics.limits import LimitExceeded
 from memstream.topics.settings import Settings
@@ -45,8 +45,10 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world
 CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                          open_world_hint=False)
 
-Ids = Annotated[list[str], Field(min_length=1, max_length=100,
-                                 description="Memory ids, as returned by search or list.")]
+Ids = Annotated[list[str], Field(min_length=1, max_length=100, description=(
+    "Memory ids, as returned by search or list (or their first 8+ characters)."))]
+MemoryId = Annotated[str, Field(description=(
+    "The id of the memory, as returned by search or list (or its first 8+ characters)."))]
 SessionId = Annotated[str | None, Field(
     description="Conversation/session id to file the memory under (optional).")]
 
@@ -55,7 +57,7 @@ async def _answer(call: Awaitable[T]) -> T:
     """A tool's result, or its failure as one line the model can act on."""
     try:
         return await call
-    except (ToolFailure, NodeNotFound) as exc:
+    except (ToolFailure, NodeNotFound, AmbiguousId) as exc:
         raise ToolError(str(exc).strip("'\"")) from None
     except MemoryServiceError as exc:
         raise ToolError(exc.message) from None
@@ -141,8 +143,9 @@ def build_server(tools: MemoryTools, log_level: LogLevel = "WARNING") -> MCPServ
 
     @server.tool(title="Get memories", annotations=READ)
     async def get_memories(memory_ids: Ids) -> dict[str, Any]:
-        """Read memories by id, with their sources (the messages or documents they came
-        from), confidence and dates. Ids that do not exist are listed in not_found."""
+        """Read memories by id (or its first 8+ characters), with their sources (the
+        messages or documents they came from), confidence and dates. Ids that name no memory
+        are listed in not_found; a prefix naming several memories fails, naming them."""
         return await _answer(tools.get(memory_ids))
 
     @server.tool(title="List memories", annotations=READ)
@@ -163,7 +166,7 @@ def build_server(tools: MemoryTools, log_level: LogLevel = "WARNING") -> MCPServ
 
     @server.tool(title="Update a memory", annotations=CHANGE)
     async def update_memory(
-        memory_id: Annotated[str, Field(description="The id of the memory to change.")],
+        memory_id: MemoryId,
         text: Annotated[str | None, Field(description="The corrected statement.")] = None,
         tags: Annotated[list[str] | None, Field(
             description="New tags (replace the old ones).")] = None,
@@ -188,19 +191,19 @@ def build_server(tools: MemoryTools, log_level: LogLevel = "WARNING") -> MCPServ
         return await _answer(tools.delete(memory_ids))
 
     @server.tool(title="History of a memory", annotations=READ)
-    async def memory_history(
-        memory_id: Annotated[str, Field(description="The id of the memory.")],
-    ) -> dict[str, Any]:
+    async def memory_history(memory_id: MemoryId) -> dict[str, Any]:
         """Every change of one memory, oldest first: when it was added, merged, updated,
-        archived, by which stage, and the event that caused each change."""
+        archived, by which stage, and the event that caused each change. For a
+        working-memory copy, copy_of names the memory it copies, whose changes are shown
+        too."""
         return await _answer(tools.history(memory_id))
 
     @server.tool(title="Explain a memory", annotations=READ)
-    async def explain_memory(
-        memory_id: Annotated[str, Field(description="The id of the memory.")],
-    ) -> dict[str, Any]:
+    async def explain_memory(memory_id: MemoryId) -> dict[str, Any]:
         """Why memstream believes a memory: the messages it was extracted from (who said
-        what, when), and the memories it was merged or inferred from.
+        what, when), and the memories it was merged or inferred from; for a summary, the
+        stage that made it and the memories it summarizes; for a working-memory copy, the
+        memory it copies.
 
         Use when the user asks where something came from, or before relying on a memory
         that seems doubtful."""

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from memstream.agents.views import change_view, explanation_view, memory_view
 from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.history.ids import NodeNotFound, Resolved, stored
+from memstream.history.provenance import History
 from memstream.topics.events import (
     ActivationMemory,
     DeleteNodes,
@@ -100,23 +102,23 @@ class MemoryTools:
                      ) -> dict[str, Any]:
         if all(v is None for v in (text, tags, key, status)):
             raise ToolFailure("nothing to change: give text, tags, key or status")
-        await self._existing([memory_id])
+        (node,) = await self._existing([memory_id.strip()])
         event = UpdateNode(
-            user_id=self.me.user_id, cube_id=self.me.cube_id, node_id=memory_id,
+            user_id=self.me.user_id, cube_id=self.me.cube_id, node_id=node.id,
             memory=text.strip() if text is not None else None, key=key, status=status,
             tags=tuple(t.strip() for t in tags if t.strip()) if tags is not None else None)
         await self._command(event, "update")
-        (node,) = await self._existing([memory_id])
+        (node,) = await self._existing([node.id])
         return {"updated": memory_view(node)}
 
     async def delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         ids = tuple(dict.fromkeys(i.strip() for i in memory_ids if i.strip()))
         if not ids:
             raise ToolFailure("no memory id given")
-        await self._existing(ids)
+        full = tuple(n.id for n in await self._existing(ids))
         await self._command(DeleteNodes(user_id=self.me.user_id, cube_id=self.me.cube_id,
-                                        node_ids=ids), "delete")
-        return {"deleted": list(ids)}
+                                        node_ids=full), "delete")
+        return {"deleted": list(full)}
 
     # ------------------------------------------------------------------ reads
 
@@ -144,10 +146,9 @@ class MemoryTools:
         ids = [i.strip() for i in memory_ids if i.strip()]
         if not ids:
             raise ToolFailure("no memory id given")
-        nodes = await self.client.get(self.me.user_id, ids, cube_id=self.me.cube_id)
-        found = {n.id for n in nodes}
-        return {"memories": [memory_view(n, sources=True) for n in nodes],
-                "not_found": [i for i in ids if i not in found]}
+        resolved = await self._resolved(ids)
+        return {"memories": [memory_view(n, sources=True) for n in resolved.nodes],
+                "not_found": list(resolved.missing)}
 
     async def list_memories(self, memory_type: MemoryType | None, limit: int,
                    include_archived: bool) -> dict[str, Any]:
@@ -162,13 +163,19 @@ class MemoryTools:
         return {"total": total, "memories": [memory_view(n) for n in nodes[:limit]]}
 
     async def history(self, memory_id: str) -> dict[str, Any]:
-        await self._existing([memory_id])
-        changes = await self.client.memory_history(memory_id, self.me.cube_id)
-        return {"id": memory_id, "changes": [change_view(c, memory_id) for c in changes]}
+        changes = await self.client.memory_history(await self._logged(memory_id),
+                                                   self.me.cube_id)
+        node_id, copy_of = (changes.node_id, changes.copy_of) if isinstance(
+            changes, History) else (memory_id, None)
+        view: dict[str, Any] = {"id": node_id}
+        if copy_of is not None:
+            view["copy_of"] = copy_of
+        view["changes"] = [change_view(c, node_id, copy_of) for c in changes]
+        return view
 
     async def explain(self, memory_id: str) -> dict[str, Any]:
-        await self._existing([memory_id])
-        return explanation_view(await self.client.explain(memory_id, self.me.cube_id))
+        return explanation_view(await self.client.explain(await self._logged(memory_id),
+                                                          self.me.cube_id))
 
     async def working_memory(self) -> list[dict[str, Any]]:
         try:
@@ -198,18 +205,30 @@ class MemoryTools:
     async def _applied(self, token: WriteToken) -> None:
         await self.client.wait_applied(token, timeout=WRITE_TIMEOUT_S)
 
-    async def _existing(self, ids: Sequence[str]) -> list[MemoryItem]:
-        """The nodes of these ids in this cube, whatever their status; a missing one is a
-        one-line failure."""
+    async def _resolved(self, ids: Sequence[str]) -> Resolved:
+        """What ``ids`` name in this cube, as the command line resolves them (full ids or
+        prefixes of 8+ characters: ``memstream/history/ids.py``), read as this user."""
         try:
-            nodes = await self.client.get(self.me.user_id, ids, cube_id=self.me.cube_id)
+            return await stored(self.client, self.me.user_id, self.me.cube_id, ids)
         except MemoryServiceError as exc:
             raise ToolFailure(exc.message) from None
-        missing = [i for i in ids if i not in {n.id for n in nodes}]
-        if missing:
-            raise ToolFailure(f"no memory {', '.join(missing)} in this memory store "
-                              "(use search or list to find ids)")
-        return nodes
+
+    async def _existing(self, ids: Sequence[str]) -> list[MemoryItem]:
+        """The nodes these ids name in this cube, whatever their status; a missing one is a
+        one-line failure."""
+        try:
+            return (await self._resolved(ids)).require()
+        except NodeNotFound as exc:
+            raise ToolFailure(f"{exc} (use search or list to find ids)") from None
+
+    async def _logged(self, memory_id: str) -> str:
+        """The id whose log ``history`` and ``explain`` read: the memory this user reads that
+        ``memory_id`` names (a prefix resolved), else ``memory_id`` as given, for the log
+        to resolve (a deleted memory keeps its history)."""
+        if not memory_id.strip():
+            raise ToolFailure("no memory id given")
+        resolved = await self._resolved([memory_id.strip()])
+        return resolved.nodes[0].id if resolved.nodes else memory_id.strip()
 
     async def _command(self, event: Event, what: str) -> None:
         token = await self.client.command(event)

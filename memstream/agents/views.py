@@ -30,12 +30,15 @@ def memory_view(node: MemoryItem, score: float | None = None,
     return view
 
 
-def change_view(change: Change, node_id: str) -> dict[str, Any]:
-    """One change of a memory with the event that caused it (its kind and topic)."""
+def change_view(change: Change, node_id: str, copy_of: str | None = None) -> dict[str, Any]:
+    """One change of a memory (or of the memory it is a working-memory copy of) with the
+    event that caused it (its kind and topic)."""
     u = change.update
     view: dict[str, Any] = {"at": u.occurred_at.isoformat(), "action": u.action,
                             "stage": u.stage}
-    if u.node is not None and u.node_id == node_id:
+    if copy_of is not None:
+        view["of"] = "original" if u.node_id == copy_of else "copy"
+    if u.node is not None and u.node_id in (node_id, copy_of):
         view["memory"] = u.node.memory
         view["status"] = u.node.metadata.status
     if u.reason:
@@ -49,10 +52,19 @@ def change_view(change: Change, node_id: str) -> dict[str, Any]:
 
 
 def explanation_view(exp: Explanation, depth: int = 0) -> dict[str, Any]:
-    """Why a memory exists: the messages it came from and the memories it was merged or
-    inferred from (each explained in turn, as deep as the log's lineage goes)."""
+    """Why a memory exists: the messages it came from, the stage that made it, and the
+    memories it was merged or inferred from, summarizes (``member``) or copies (``copy``),
+    each explained in turn, as deep as the log's lineage goes."""
     view: dict[str, Any] = {"id": exp.node_id,
                             "memory": exp.node.memory if exp.node is not None else None}
+    if exp.node is not None and exp.node.metadata.hierarchy_level != "fact":
+        view["hierarchy_level"] = exp.node.metadata.hierarchy_level
+    if exp.copy_of is not None:
+        view["copy_of"] = exp.copy_of
+    if (made := exp.made) is not None:
+        view["made_by"] = {k: v for k, v in {
+            "stage": made.update.stage, "reason": made.update.reason or None,
+            "at": made.update.occurred_at.isoformat()}.items() if v is not None}
     view["sources"] = [
         {k: v for k, v in {
             "kind": s.kind, "text": s.text, "role": s.role, "name": s.name,

@@ -1,5 +1,6 @@
 """How the command line reports a failure: one readable line, and an exit code that says
-whose fault it was (2: what the user typed or gave; 1: the service or the machine).
+whose fault it was (2: what the user typed or gave, an id the cube does not hold among it;
+1: the service or the machine).
 
 pydantic's own message spans several lines and ends with a documentation URL; a user who
 typed ``--user ""`` needs ``--user: must not be empty`` instead.
@@ -49,10 +50,16 @@ def one_line(exc: BaseException) -> click.ClickException:
     if isinstance(exc, LimitExceeded):
         return InputError(f"{exc} — nothing was published")
     from memstream.client.client import MemoryServiceError
+    from memstream.history.indexed import AmbiguousId, IndexBehind
+    from memstream.history.provenance import NodeNotFound
 
+    if isinstance(exc, IndexBehind):  # the service is behind, whatever the id
+        return click.ClickException(str(exc))
+    if isinstance(exc, NodeNotFound | AmbiguousId):  # an id the cube does not hold, or vague
+        return InputError(str(exc))
     if isinstance(exc, MemoryServiceError):
         return click.ClickException(exc.message)
-    if isinstance(exc, KeyError) and exc.args:  # e.g. NodeNotFound: its message, unquoted
+    if isinstance(exc, KeyError) and exc.args:  # its message, unquoted
         return click.ClickException(str(exc.args[0]))
     text = str(exc).strip().splitlines()
     return click.ClickException(text[0] if text else type(exc).__name__)

@@ -23,8 +23,9 @@ from memstream.cli.common import (
     settings_for,
     user_option,
 )
+from memstream.cli.writes import resolve_ids
 from memstream.client.client import MemoryClient
-from memstream.history.provenance import Change, Explanation, live_ids, read_updates
+from memstream.history.provenance import Change, Explanation, History, live_ids, read_updates
 from memstream.topics.events import (
     BackupCube,
     ExtractedMemory,
@@ -68,17 +69,21 @@ def _cause(change: Change) -> str:
 @data_dir_option
 def history(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     """Every change of memory NODE_ID (or its first 8+ characters), oldest first, with the
-    event that caused it."""
+    event that caused it. For a working-memory copy: the copy's changes and those of the
+    memory it copies."""
     async def run() -> list[Change]:
         async with MemoryClient(settings_for(data_dir)) as client:
             return await client.memory_history(node_id, cube_id)
 
     changes = run_async(run())
+    full, copy_of = (changes.node_id, changes.copy_of) if isinstance(changes, History) \
+        else (node_id, None)
+    what = f"{full}, a working-memory copy of {copy_of}" if copy_of else full
     table = Table("time (UTC)", "action", "stage", "memory / reason", "caused by",
-                  title=f"history of {node_id} ({len(changes)} changes)")
+                  title=f"history of {what} ({_count(len(changes), 'change', 'changes')})")
     for c in changes:
         u = c.update
-        text = u.node.memory if u.node is not None and u.node_id == node_id else ""
+        text = u.node.memory if u.node is not None and u.node_id in (full, copy_of) else ""
         detail = " — ".join(x for x in (_short(text, 60), _short(u.reason, 60)) if x)
         table.add_row(f"{u.occurred_at:%Y-%m-%d %H:%M:%S}", u.action, u.stage, escape(detail),
                       escape(_cause(c)))
@@ -115,21 +120,39 @@ def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str],
     console.print(table)
 
 
+_LABELS = {"episode": "said in", "copy": "a working-memory copy of"}
+
+
 def _print_explanation(exp: Explanation, indent: int = 0) -> None:
     pad = "  " * indent
     node = exp.node
     head = escape(_short(node.memory, 100)) if node is not None else "(not in the log)"
-    status = f" [{node.metadata.status}]" if node is not None else ""
-    console.print(f"{pad}[bold]{exp.node_id[:8]}[/bold]{status} {head}")
+    status = escape(f" [{node.metadata.status}]") if node is not None else ""
+    kind = f" ({node.metadata.hierarchy_level})" if node is not None and \
+        node.metadata.hierarchy_level != "fact" else ""
+    console.print(f"{pad}[bold]{exp.node_id[:8]}[/bold]{status}{kind} {head}")
+    if (made := exp.made) is not None and not exp.sources:  # derived: which stage made it
+        u = made.update
+        why = f": {escape(_short(u.reason, 80))}" if u.reason else ""
+        console.print(f"{pad}  made by the {u.stage} stage at {u.occurred_at:%Y-%m-%d %H:%M}"
+                      f"{why}")
     for s in exp.sources:
         when = f"{s.timestamp:%Y-%m-%d %H:%M} " if s.timestamp else ""
         who = s.name or s.role or s.kind
         console.print(f"{pad}  ← {s.kind} {when}{escape(who)}: {escape(_short(s.text, 100))}")
+    members: dict[str, list[Explanation]] = {}  # a summary's, by the edges that say so
     for step in exp.lineage:
+        if step.kind == "member":
+            members.setdefault(step.reason, []).append(step.source)
+            continue
         why = escape(_short(step.reason, 80))
-        label = "said in" if step.kind == "episode" else f"{step.kind} from ({why})"
-        console.print(f"{pad}  {label}:")
+        console.print(f"{pad}  {_LABELS.get(step.kind) or f'{step.kind} from ({why})'}:")
         _print_explanation(step.source, indent + 2)
+    for why, sources in members.items():
+        console.print(f"{pad}  summarizes {_count(len(sources), 'memory', 'memories')} "
+                      f"({escape(_short(why, 80))}):")
+        for source in sources:
+            _print_explanation(source, indent + 2)
 
 
 @click.command()
@@ -138,7 +161,8 @@ def _print_explanation(exp: Explanation, indent: int = 0) -> None:
 @data_dir_option
 def explain(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
     """Why a cube holds NODE_ID (or its first 8+ characters): its source messages and the
-    merges and inferences behind it."""
+    merges and inferences behind it; for a summary, the stage that made it and its members;
+    for a working-memory copy, the memory it copies."""
     async def run() -> Explanation:
         async with MemoryClient(settings_for(data_dir)) as client:
             return await client.explain(node_id, cube_id)
@@ -150,8 +174,10 @@ def _freeze_command(frozen: bool) -> click.Command:
     name = "freeze" if frozen else "unfreeze"
 
     @click.command(name, help=(
-        "Freeze NODE_IDS: never merged, updated, archived or expired (compliance hold)."
-        if frozen else "Unfreeze NODE_IDS: lifecycle and merges apply to them again."))
+        "Freeze NODE_IDS (or their first 8+ characters): never merged, updated, archived or "
+        "expired (compliance hold)." if frozen else
+        "Unfreeze NODE_IDS (or their first 8+ characters): lifecycle and merges apply to "
+        "them again."))
     @click.argument("node_ids", nargs=-1, required=True)
     @user_option
     @cube_option
@@ -160,12 +186,18 @@ def _freeze_command(frozen: bool) -> click.Command:
     def command(node_ids: tuple[str, ...], user_id: str, cube_id: str | None, reason: str,
                 data_dir: Path | None) -> None:
         kind = FreezeNodes if frozen else UnfreezeNodes
-        event = kind(user_id=user_id, cube_id=cube_id or user_id, node_ids=node_ids,
-                     reason=reason)
-        run_async(apply_command(settings_for(data_dir), event, name))
-        done = "froze" if frozen else "unfroze"
-        console.print(f"{done} {_count(len(node_ids), 'memory', 'memories')} in cube "
-                      f"'{cube_id or user_id}'")
+        settings, cube = settings_for(data_dir), cube_id or user_id
+
+        async def apply() -> int:
+            full = await resolve_ids(settings, node_ids, user_id, cube,
+                                     "frozen" if frozen else "unfrozen")
+            await apply_command(settings, kind(user_id=user_id, cube_id=cube, node_ids=full,
+                                               reason=reason), name)
+            return len(full)
+
+        done = run_async(apply())
+        console.print(f"{'froze' if frozen else 'unfroze'} {_count(done, 'memory', 'memories')}"
+                      f" in cube '{cube}'")
 
     return command
 

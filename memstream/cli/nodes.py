@@ -26,6 +26,7 @@ from memstream.cli.errors import InputError, not_empty
 from memstream.cli.log import backup_every_cube
 from memstream.cli.writes import resolve_ids
 from memstream.client.client import MemoryClient
+from memstream.history.ids import stored
 from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
 from memstream.topics.models import MemoryItem, MemoryType
 from memstream.topics.settings import Settings
@@ -41,15 +42,16 @@ TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
 @data_dir_option
 def get(ids: tuple[str, ...], user_id: str, cube_id: str | None, as_json: bool,
         data_dir: Path | None) -> None:
-    """Show the memories with these IDS (with sources and dates)."""
+    """Show the memories with these IDS, or their first 8+ characters (with sources and
+    dates)."""
     run_async(_get(settings_for(data_dir), ids, user_id, cube_id, as_json))
 
 
 async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: str | None,
                as_json: bool) -> None:
     async with MemoryClient(settings) as client:
-        nodes = await client.get(user_id, ids, cube_id=cube_id)
-    missing = [i for i in ids if not any(n.id.startswith(i) for n in nodes)]  # prefixes too
+        resolved = await stored(client, user_id, cube_id or user_id, ids)  # prefixes too
+    nodes = resolved.nodes
     if as_json:
         print_json([node_json(n) for n in nodes])
     else:
@@ -67,9 +69,7 @@ async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: 
             ):
                 table.add_row(name, value)
             console.print(table)
-    if missing:
-        cube = cube_id or user_id
-        raise click.ClickException(f"no memory {', '.join(missing)} in cube '{cube}'")
+    resolved.require()  # after showing what was found: an unknown id exits 2
 
 
 def _source(ref: dict[str, Any]) -> str:

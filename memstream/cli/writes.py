@@ -10,40 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstream.cli.errors import InputError
 from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.history.ids import AmbiguousId, stored
 from memstream.topics.events import DeadLetter, WriteToken
 from memstream.topics.registry import DEAD_LETTER
 from memstream.topics.settings import Settings
 
 READ_REFUSED = "AccessDenied"  # the error type of a request the cube's access check refused
-AMBIGUOUS = "AmbiguousPrefix"
 
 
 async def resolve_ids(settings: Settings, ids: Sequence[str], user_id: str, cube: str,
                       nothing: str) -> tuple[str, ...]:
-    """The full ids of the memories ``ids`` name (an id, or a prefix of one as ``get``
-    takes); a missing one is an ``InputError`` naming it and the cube ("…; nothing
-    ``nothing``"). When the user may not read the cube, ``ids`` unchanged: the worker's
-    write check then refuses the write itself."""
+    """The full ids of the memories ``ids`` name (``memstream/history/ids.py``, as ``get``
+    and the MCP tools take them); one naming none is ``NodeNotFound`` naming it and the cube
+    ("…; nothing ``nothing``"), a prefix naming several ``AmbiguousId``: both exit 2. When
+    the user may not read the cube, ``ids`` unchanged: the worker's write check then refuses
+    the write itself."""
     try:
         async with MemoryClient(settings) as client:
-            nodes = await client.get(user_id, ids, cube_id=cube)
+            resolved = await stored(client, user_id, cube, ids)
     except MemoryServiceError as exc:
         if exc.type == READ_REFUSED:
             return tuple(ids)
-        if exc.type == AMBIGUOUS:
-            raise InputError(f"{exc.message}; nothing {nothing}") from None
         raise
-    resolved: list[str] = []
-    missing: list[str] = []
-    for i in ids:
-        match = next((n.id for n in nodes if n.id == i), None) or \
-            next((n.id for n in nodes if n.id.startswith(i)), None)
-        (resolved if match else missing).append(match or i)
-    if missing:
-        raise InputError(f"no memory {', '.join(missing)} in cube '{cube}'; nothing {nothing}")
-    return tuple(dict.fromkeys(resolved))
+    except AmbiguousId as exc:
+        raise AmbiguousId(f"{exc}; nothing {nothing}") from None
+    return tuple(n.id for n in resolved.require(nothing))
 
 
 def read_refused(exc: MemoryServiceError) -> bool:

@@ -9,7 +9,9 @@ explain) or of the cube (as-of), not the log: other cubes' records are never rea
 those sharing a fetch with a wanted one.
 
 Node ids may be given as a unique prefix of at least 8 characters (what ``as-of`` and
-``explain`` print).
+``explain`` print); ``memstream/history/ids.py`` resolves ids the same way for the commands
+that read the stores. A working-memory copy's history and explanation are those of the
+memory it copies, with the copy's own changes (``derived.py``).
 """
 
 from __future__ import annotations
@@ -17,30 +19,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from pydantic import ValidationError
+from aiokafka import TopicPartition
 
-from memstream.history.log_index import INDEXED, index_group, partition_of
+from memstream.history.derived import copy_origin, has_state, member_of, premise_of
+from memstream.history.log_index import INDEXED, partition_of
 from memstream.history.provenance import (
     CAUSE_TOPICS,
     MAX_DEPTH,
-    Change,
     CubeLog,
     Explanation,
+    History,
     NodeNotFound,
     changes_with_causes,
+    explain_copy,
     explain_node,
     fold,
     latest_snapshot,
     node_changes,
     with_snapshots,
 )
+from memstream.history.records import Readers as Readers  # the client holds one
+from memstream.history.records import fetch, readers_of
 from memstream.history.snapshots import is_slim
-from memstream.kafka.compat import mark_latency_sensitive, start_or_release, stop_within
 from memstream.topics.events import (
     ConversationChunk,
     Event,
@@ -50,7 +54,7 @@ from memstream.topics.events import (
     MemoryUpdate,
 )
 from memstream.topics.models import MemoryItem
-from memstream.topics.registry import BY_SUFFIX, CONVERSATIONS, MEMORY_UPDATES, TopicSpec
+from memstream.topics.registry import CONVERSATIONS, MEMORY_UPDATES, TopicSpec
 
 if TYPE_CHECKING:
     from memstream.client.client import MemoryClient
@@ -61,59 +65,32 @@ MIN_PREFIX = 8
 _IDS_PER_ASK = 5_000  # event ids per log_refs request (the request takes at most 10,000)
 INDEX_WAIT_S = 60.0  # how long a call waits for the indexer to pass the log's end
 NO_WORKER_LOOK_S = 1.0  # behind this long: ask whether any worker runs at all
-_FETCH_BYTES = 256 * 1024  # one fetch: enough for a run of records, little of others'
-_GAP = 64  # wanted offsets closer than this are read through rather than sought
+SHOWN_MATCHES = 5  # an ambiguous prefix's error names at most this many matches
 
 
 class AmbiguousId(ValueError):
     """An id prefix that matches more than one memory."""
 
 
+class IndexBehind(NodeNotFound):
+    """The provenance index did not reach the log's end in time: the memory may exist (the
+    service is behind, not the id wrong; a page showing what it can treats it as unknown)."""
+
+
 class NoWorker(RuntimeError):
     """No worker runs to index the log (the client raises it as a ``ClientError``)."""
 
 
+def ambiguous(prefix: str, matches: Sequence[str], where: str) -> AmbiguousId:
+    """The error for a prefix naming several memories: each of them (the first few)."""
+    matches = sorted(matches)
+    shown = ", ".join(matches[:SHOWN_MATCHES])
+    more = f" and {len(matches) - SHOWN_MATCHES} more" if len(matches) > SHOWN_MATCHES else ""
+    return AmbiguousId(f"id prefix {prefix!r} matches several memories {where}: "
+                       f"{shown}{more}; give more of the id")
+
+
 # ------------------------------------------------------------------------ the index
-
-
-class Readers:
-    """The two consumers provenance calls share for a client's lifetime: one that reads the
-    indexer group's committed offsets and the log's ends, one that fetches records. Starting
-    one costs a metadata round trip (and a coordinator lookup), more than a call's reads."""
-
-    def __init__(self, client: MemoryClient) -> None:
-        self.client = client
-        self.lock = asyncio.Lock()  # one call's reads at a time (assign/seek are per consumer)
-        self.index: AIOKafkaConsumer | None = None
-        self.fetcher: AIOKafkaConsumer | None = None
-
-    async def start(self) -> None:
-        if self.index is None:
-            index = AIOKafkaConsumer(bootstrap_servers=self.client.bootstrap,
-                                     group_id=index_group(self.client.settings),
-                                     enable_auto_commit=False)
-            await start_or_release(index, "provenance index reader")
-            self.index = index
-        if self.fetcher is None:
-            fetcher = AIOKafkaConsumer(bootstrap_servers=self.client.bootstrap,
-                                       enable_auto_commit=False,
-                                       max_partition_fetch_bytes=_FETCH_BYTES)
-            await start_or_release(fetcher, "provenance reader")
-            mark_latency_sensitive(fetcher)  # a caller waits for the answer
-            self.fetcher = fetcher
-
-    async def close(self) -> None:
-        for consumer in (self.index, self.fetcher):
-            if consumer is not None:
-                await stop_within(consumer, "provenance reader")
-        self.index = self.fetcher = None
-
-
-async def _readers(client: MemoryClient) -> Readers:
-    if client.provenance_readers is None:
-        client.provenance_readers = Readers(client)
-    await client.provenance_readers.start()
-    return client.provenance_readers
 
 
 async def _wait_indexed(client: MemoryClient, cube_id: str | None,
@@ -121,7 +98,7 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
     """Return once the indexer has committed past the current end of the cube's partition
     of each topic (every partition of ``memory.updates`` when the cube is not known)."""
     s = client.settings
-    readers = await _readers(client)
+    readers = await readers_of(client)
     consumer = readers.index
     assert consumer is not None  # noqa: S101 - started above
     async with readers.lock:
@@ -154,7 +131,7 @@ async def _wait_indexed(client: MemoryClient, cube_id: str | None,
                                f"{members.describe()}; start one with `memstream up`")
         if time.monotonic() > deadline:
             tp, missing = behind[0]
-            raise NodeNotFound(
+            raise IndexBehind(
                 f"the provenance index is {missing} records behind on {tp.topic}"
                 f"[{tp.partition}] after {INDEX_WAIT_S:.0f}s; is a worker running?")
         pending = [tp for tp, _ in behind]
@@ -169,6 +146,11 @@ async def _refs(client: MemoryClient, cube_id: str | None, **fields: Any) -> Log
     return result
 
 
+async def prefix_matches(client: MemoryClient, cube_id: str, prefix: str) -> list[str]:
+    """The ids of the cube's memories (any the log names) that start with ``prefix``."""
+    return [n for _, n in (await _refs(client, cube_id, node_prefix=prefix)).nodes]
+
+
 async def resolve(client: MemoryClient, node_id: str,
                   cube_id: str | None) -> tuple[str, str, LogRefsResult]:
     """(cube, full node id, the refs naming it) for a node id or a unique id prefix."""
@@ -178,9 +160,9 @@ async def resolve(client: MemoryClient, node_id: str,
     if not cubes and len(node_id) >= MIN_PREFIX:
         matches = (await _refs(client, cube_id, node_prefix=node_id)).nodes
         if len(matches) > 1:
-            shown = ", ".join(n for _, n in matches[:2])
-            raise AmbiguousId(f"id prefix {node_id!r} matches several memories ({shown}, …); "
-                              "give more of the id")
+            raise ambiguous(node_id, [n if cube_id is not None else f"{n} (cube {c})"
+                                      for c, n in matches],
+                            f"of cube {cube_id!r}" if cube_id is not None else "in the log")
         if matches:
             cube, node_id = matches[0]
             return await resolve(client, node_id, cube)
@@ -205,67 +187,6 @@ def _merge(*results: LogRefsResult) -> dict[str, set[int]]:
         for key, offsets in result.positions.items():
             out.setdefault(key, set()).update(offsets)
     return out
-
-
-async def fetch(client: MemoryClient, cube_id: str,
-                positions: Mapping[str, Iterable[int]]) -> dict[str, list[Event]]:
-    """The cube's events at ``positions`` (``"topic|partition"`` → offsets), by topic suffix,
-    in log order. A position that cannot be read (an erased cube's) is left out."""
-    out: dict[str, list[Event]] = {}
-    wanted = {key: sorted(set(offsets)) for key, offsets in positions.items() if offsets}
-    if not wanted:
-        return out
-    readers = await _readers(client)
-    assert readers.fetcher is not None  # noqa: S101 - started above
-    unreadable: list[str] = []
-    async with readers.lock:
-        for key, offsets in sorted(wanted.items()):
-            suffix, _, part = key.rpartition("|")
-            spec = BY_SUFFIX[suffix]
-            tp = TopicPartition(spec.name(client.settings), int(part))
-            for record in await _read_offsets(readers.fetcher, tp, offsets):
-                try:
-                    event = spec.decode(record)
-                except ValidationError as exc:
-                    errors = exc.errors()
-                    unreadable.append(str(errors[0]["msg"]) if errors else str(exc))
-                    continue
-                if isinstance(event, Event) and event.cube_id == cube_id:
-                    out.setdefault(suffix, []).append(event)
-    if unreadable:  # an erased cube's records: one line, not one per record
-        log.warning("skipped %d unreadable records of cube %s (%s)", len(unreadable), cube_id,
-                    unreadable[0])
-    return out
-
-
-async def _read_offsets(consumer: AIOKafkaConsumer, tp: TopicPartition,
-                        offsets: list[int]) -> list[bytes]:
-    """The values at ``offsets`` (ascending) of ``tp``: seek to a wanted offset, take what
-    the fetch brings that is wanted, read on when the next is near, seek when it is far."""
-    consumer.assign([tp])
-    consumer.resume(tp)  # paused after the last call that read it
-    values: list[bytes] = []
-    i, stalled = 0, 0
-    consumer.seek(tp, offsets[0])
-    while i < len(offsets):
-        batch = (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
-        if not batch:
-            stalled += 1
-            if stalled >= 10:  # positions past what the broker holds (it lost records)
-                log.warning("%s: offsets from %d could not be read", tp, offsets[i])
-                break
-            continue
-        stalled = 0
-        for record in batch:
-            while i < len(offsets) and offsets[i] < record.offset:
-                i += 1  # not in the log any more (a compacted or lost record)
-            if i < len(offsets) and offsets[i] == record.offset:
-                values.append(record.value or b"")
-                i += 1
-        if i < len(offsets) and offsets[i] > batch[-1].offset + _GAP:
-            consumer.seek(tp, offsets[i])
-    consumer.pause(tp)  # no fetching ahead in the background between calls
-    return values
 
 
 # ------------------------------------------------------------------------ the three calls
@@ -309,10 +230,30 @@ async def _snapshots(client: MemoryClient, cube: str, log_: CubeLog,
     return with_snapshots(updates, log_.events)
 
 
+async def _copied(client: MemoryClient, cube: str, log_: CubeLog,
+                  updates: Sequence[MemoryUpdate], node_id: str) -> str | None:
+    """The memory ``node_id`` is a working-memory copy of (None: a node of its own). Most
+    copies are named by their memory's ``added``; the scheduler's by a replacement whose
+    cause lists the memory, read here, the first replacement's before the others'."""
+    if has_state(updates, node_id):
+        return None
+    if (origin := copy_origin(updates, log_.events, node_id)) is not None:
+        return origin
+    placed = [u for u in node_changes(updates, node_id)
+              if u.action == "working_memory_replaced"]
+    for some in (placed[:1], placed[1:]):
+        if some:
+            await _with_causes(client, cube, log_, some, chunks=False)
+            if (origin := copy_origin(updates, log_.events, node_id)) is not None:
+                return origin
+    return None
+
+
 async def memory_history(client: MemoryClient, node_id: str,
-                         cube_id: str | None = None) -> list[Change]:
+                         cube_id: str | None = None) -> History:
     """Every change of a memory, oldest first, with its cause: the memory's own updates and
-    the cube's updates naming no memory (an erasure), then the events they name."""
+    the cube's updates naming no memory (an erasure), then the events they name. For a
+    working-memory copy: the copy's changes and those of the memory it copies."""
     cube, node_id, own = await resolve(client, node_id, cube_id)
     erasures = await _refs(client, cube, topic=MEMORY_UPDATES.suffix, node_less=True)
     updates = _updates(await fetch(client, cube, _merge(own, erasures)))
@@ -320,8 +261,14 @@ async def memory_history(client: MemoryClient, node_id: str,
     if not changes:
         raise NodeNotFound(f"no memory {node_id} in the log of cube {cube}")
     log_ = CubeLog(changes)
+    origin = await _copied(client, cube, log_, changes, node_id)
+    if origin is not None:
+        its = await _refs(client, cube, node_id=origin)
+        updates = _updates(await fetch(client, cube, _merge(own, erasures, its)))
+        log_.updates = changes = node_changes(updates, node_id, origin)
     await _with_causes(client, cube, log_, changes)
-    return changes_with_causes(log_, with_snapshots(changes, log_.events))
+    return History(changes_with_causes(log_, with_snapshots(changes, log_.events)), node_id,
+                   copy_of=origin)
 
 
 async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[MemoryItem]:
@@ -338,15 +285,17 @@ async def cube_as_of(client: MemoryClient, cube_id: str, at: datetime) -> list[M
 
 async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None) -> Explanation:
     """Sources and lineage of a memory, from the updates of it and of the memories it came
-    from (followed to ``MAX_DEPTH``), their causes and the chunks those cite."""
+    from (followed to ``MAX_DEPTH``), their causes and the chunks those cite; for a
+    working-memory copy, those of the memory it copies."""
     cube, node_id, own = await resolve(client, node_id, cube_id)
     erasures = await _refs(client, cube, topic=MEMORY_UPDATES.suffix, node_less=True)
     refs = [own, erasures]
     log_ = CubeLog([])  # the causes fetched on the way (items put snapshots back)
     updates = await _snapshots(client, cube, log_,
                                _updates(await fetch(client, cube, _merge(*refs))))
-    done, todo = {node_id}, _lineage_ids(updates, node_id)
-    for _ in range(MAX_DEPTH):
+    origin = await _copied(client, cube, log_, updates, node_id)
+    done, todo = {node_id}, {origin} if origin is not None else _lineage_ids(updates, node_id)
+    for _ in range(MAX_DEPTH + 1):
         todo -= done
         if not todo:
             break
@@ -361,17 +310,18 @@ async def explain(client: MemoryClient, node_id: str, cube_id: str | None = None
                                    _updates(await fetch(client, cube, _merge(*refs))))
     log_.updates = updates
     await _with_causes(client, cube, log_, log_.updates)
-    return explain_node(log_, node_id)
+    return explain_copy(log_, node_id, origin) if origin is not None \
+        else explain_node(log_, node_id)
 
 
 def _lineage_ids(updates: Sequence[MemoryUpdate], node_id: str) -> set[str]:
-    """The memories ``node_id`` came from: merged into it, premises, its episode."""
+    """The memories ``node_id`` came from: merged into it, premises, members, its episode."""
     found: set[str] = set()
     for u in updates:
         if u.action == "merged" and u.node_id == node_id:
             found.update(u.related_ids)
-        found.update(e.target for e in u.edges
-                     if e.source == node_id and e.type == "INFERRED_FROM")
+        found.update(other for e in u.edges
+                     if (other := premise_of(e, node_id) or member_of(e, node_id)) is not None)
     node = latest_snapshot(updates, node_id)
     if node is not None:
         found.update(r.memory_id for r in node.metadata.sources

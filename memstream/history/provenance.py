@@ -4,7 +4,8 @@ Every change of a memory is a ``memory.updates`` event with a snapshot of the no
 it, so the log alone answers "how did this memory change" (``memory_history``), "what did
 the cube hold at time T" (``cube_as_of``: the snapshots folded in log order up to T) and
 "why does it believe this" (``explain``: the messages it was extracted from, with their
-text, and the merges and inferences that led to it). The fold and the explanation are
+text, the merges and inferences that led to it, the members of a summary, the memory a
+working-memory copy copies: ``derived.py``). The fold and the explanation are
 pure functions of the records; ``memstream/history/indexed.py`` fetches the records they need
 through the provenance index, and ``read_log`` reads whole topics (backups list cubes).
 """
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from memstream.history.derived import COPY_NAMING, as_copy, member_of, premise_of
 from memstream.history.snapshots import is_slim, restore
 from memstream.kafka.compat import mark_latency_sensitive
 from memstream.topics.events import (
@@ -88,9 +90,10 @@ class SourceText:
 
 @dataclass(frozen=True)
 class Lineage:
-    """A node this one came from: merged into it, or one of the premises it was inferred from."""
+    """A node this one came from: merged into it, a premise it was inferred from, the episode
+    it was said in, a member it summarizes, or the memory it is a working-memory copy of."""
 
-    kind: Literal["merged", "inferred", "episode"]
+    kind: Literal["merged", "inferred", "episode", "member", "copy"]
     reason: str
     at: datetime | None
     source: Explanation
@@ -103,6 +106,24 @@ class Explanation:
     sources: tuple[SourceText, ...] = ()
     lineage: tuple[Lineage, ...] = ()
     changes: tuple[Change, ...] = field(default=(), repr=False)
+    copy_of: str | None = None  # a working-memory copy: the memory it copies
+
+    @property
+    def made(self) -> Change | None:
+        """The change that made the node (its ``added``): which stage, why, when."""
+        return next((c for c in self.changes if c.update.action == "added"
+                     and c.update.node_id == self.node_id), None)
+
+
+class History(list[Change]):
+    """A memory's changes, oldest first. For a working-memory copy, ``copy_of`` names the
+    memory it copies, and the changes are the copy's and that memory's."""
+
+    def __init__(self, changes: Iterable[Change], node_id: str,
+                 copy_of: str | None = None) -> None:
+        super().__init__(changes)
+        self.node_id = node_id  # the full id (a prefix was asked for)
+        self.copy_of = copy_of
 
 
 def dedupe(updates: Iterable[MemoryUpdate]) -> list[MemoryUpdate]:
@@ -121,17 +142,22 @@ def _touches(update: MemoryUpdate, node_id: str) -> bool:
         return True
     if update.action in ("merged", "refused") and node_id in update.related_ids:
         return True
+    if update.action in COPY_NAMING and node_id in update.related_ids:
+        return True  # a working-memory copy: made with its memory, or put in working memory
     if node_id in update.removed_ids:
         return True
     return any(node_id in (e.source, e.target) for e in update.edges)
 
 
-def node_changes(updates: Sequence[MemoryUpdate], node_id: str) -> list[MemoryUpdate]:
-    """The updates that changed ``node_id`` (its own, merges that archived it, edges to it,
-    and a cube erasure after it existed), in log order."""
+def node_changes(updates: Sequence[MemoryUpdate], node_id: str,
+                 *more: str) -> list[MemoryUpdate]:
+    """The updates that changed ``node_id`` (or any of ``more``): its own, merges that
+    archived it, edges to it, and a cube erasure after it existed; in log order."""
     out: list[MemoryUpdate] = []
+    ids = (node_id, *more)
     for u in dedupe(updates):
-        if _touches(u, node_id) or (out and u.node_id is None and u.action == "deleted"):
+        if any(_touches(u, i) for i in ids) or (
+                out and u.node_id is None and u.action == "deleted"):
             out.append(u)
     return out
 
@@ -204,7 +230,8 @@ class CubeLog:
 
 def explain_node(log: CubeLog, node_id: str, depth: int = 0,
                  seen: frozenset[str] = frozenset()) -> Explanation:
-    """Sources (message text from the log) and lineage (merges, inferences) of ``node_id``."""
+    """Sources (message text from the log) and lineage (merges, premises, members, the
+    episode) of ``node_id``."""
     updates = dedupe(log.updates)
     own = node_changes(updates, node_id)
     node = latest_snapshot(updates, node_id)
@@ -213,6 +240,7 @@ def explain_node(log: CubeLog, node_id: str, depth: int = 0,
     seen = seen | {node_id}
     sources: list[SourceText] = []
     lineage: list[Lineage] = []
+    members: dict[str, tuple[str, MemoryUpdate]] = {}  # a summary's: the edge that says so
     # the items that wrote this node (an archival's cause is the item that superseded it)
     items = [c[1] for u in own if u.node_id == node_id and u.action in ("added", "merged")
              and (c := log.cause(u)) is not None and isinstance(c[1], ExtractedMemory)]
@@ -229,9 +257,15 @@ def explain_node(log: CubeLog, node_id: str, depth: int = 0,
                     lineage.append(Lineage("merged", u.reason, u.occurred_at,
                                            _explain_or_stub(log, other, depth, seen)))
         for edge in u.edges:
-            if edge.source == node_id and edge.type == "INFERRED_FROM" and edge.target not in seen:
+            if (premise := premise_of(edge, node_id)) is not None and premise not in seen:
                 lineage.append(Lineage("inferred", u.reason or "inferred", u.occurred_at,
-                                       _explain_or_stub(log, edge.target, depth, seen)))
+                                       _explain_or_stub(log, premise, depth, seen)))
+            elif (member := member_of(edge, node_id)) is not None and member not in seen:
+                members.setdefault(member, (edge.type, u))  # a later run names it again
+    for member, (edge_type, u) in members.items() if depth < MAX_DEPTH else ():
+        why = f"{edge_type} edge by the {u.stage} stage" + (f": {u.reason}" if u.reason else "")
+        lineage.append(Lineage("member", why, u.occurred_at,
+                               _explain_or_stub(log, member, depth, seen)))
     if node is not None and depth < MAX_DEPTH:
         for ref in node.metadata.sources:
             if ref.kind == "memory" and ref.memory_id and ref.memory_id not in seen:
@@ -239,6 +273,16 @@ def explain_node(log: CubeLog, node_id: str, depth: int = 0,
                                        _explain_or_stub(log, ref.memory_id, depth, seen)))
     return Explanation(node_id, node, tuple(dict.fromkeys(sources)), tuple(lineage),
                        tuple(changes_with_causes(log, own)))
+
+
+def explain_copy(log: CubeLog, node_id: str, origin: str) -> Explanation:
+    """A working-memory copy: the memory it copies, explained, as its one lineage step."""
+    source = explain_node(log, origin, 1, frozenset({node_id}))
+    own = node_changes(dedupe(log.updates), node_id)
+    at = own[0].occurred_at if own else None
+    node = as_copy(source.node, node_id) if source.node is not None else None
+    return Explanation(node_id, node, (), (Lineage("copy", "working-memory copy", at, source),),
+                       tuple(changes_with_causes(log, own)), copy_of=origin)
 
 
 def _explain_or_stub(log: CubeLog, node_id: str, depth: int, seen: frozenset[str]) -> Explanation:

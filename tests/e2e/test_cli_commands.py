@@ -84,7 +84,7 @@ async def test_add_search_get_update_delete_and_honest_counts(pipeline: Pipeline
     shown = await run_cli(env, "get", peanut["id"], "--user", "alice")
     assert shown.code == 0 and "allergic to peanuts" in shown.out and "sources" in shown.out
     missing = await run_cli(env, "get", "no-such-id", "--user", "alice")
-    assert missing.code == 1 and "no memory no-such-id in cube 'alice'" in missing.err
+    assert missing.code == 2 and "no memory no-such-id in cube 'alice'" in missing.err
 
     changed = await run_cli(env, "update", peanut["id"], "--user", "alice", "--text",
                             "I'm allergic to peanuts and cashews.", "--tags", "allergy,food")

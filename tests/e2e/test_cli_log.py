@@ -47,7 +47,8 @@ async def test_history_explain_freeze_as_of_backup_restore(pipeline: Pipeline,
     assert code == 0, err
     assert "froze 1 memory in cube 'carol'" in out
     code, out, err = await cli(p, "freeze", "no-such-id", "--user", "carol")
-    assert code != 0 and "not found" in err and "no-such-id" in err and "Traceback" not in err
+    assert code == 2 and "no memory no-such-id in cube 'carol'; nothing frozen" in err
+    assert "Traceback" not in err
 
     code, out, err = await cli(p, "history", bees.id)
     assert code == 0, err

@@ -36,7 +36,9 @@ DOCS = Path(__file__).parents[2] / "docs" / "agents.md"
 
 @pytest_asyncio.fixture
 async def store(pipeline: Pipeline) -> AsyncIterator[MemstreamStore]:
-    yield MemstreamStore(pipeline.client, "app")
+    made = MemstreamStore(pipeline.client, "app")
+    yield made
+    await made.close()
 
 
 async def test_put_get_update_delete(store: MemstreamStore, pipeline: Pipeline) -> None:
@@ -134,6 +136,30 @@ async def test_search_filters_semantic_query_prefix_and_paging(store: MemstreamS
         "app", ["Alice is allergic to shellfish."], cube_id=store.cube_of(alice)), timeout=60)
     assert {h.key for h in await store.asearch(alice, query="allergic")} <= {"a1", "a2", "a3"}
     assert len(await store.asearch(alice)) == 3
+
+
+async def test_a_search_over_namespaces_ranks_them_on_one_scale(store: MemstreamStore) -> None:
+    """Issue #41: each namespace is a cube that memstream scores on its own scale, where the
+    one item of a namespace scores 1.0 whatever the query; across namespaces the ranking
+    follows relevance, and a single namespace keeps memstream's own scores."""
+    people = {("people", "alice"): {"diet": "Alice is vegetarian."},
+              ("people", "bob"): {"job": "Bob repairs bicycles in Ghent."},
+              ("people", "carol"): {"home": "Carol lives in Oslo.",
+                                    "pet": "Carol has a grey cat called Mist.",
+                                    "sport": "Carol goes cross-country skiing every winter."}}
+    await store.abatch([PutOp(ns, key, {"text": text}) for ns, items in people.items()
+                        for key, text in items.items()])
+    alone = await store.asearch(("people", "alice"), query="Oslo")
+    assert [(h.key, h.score) for h in alone] == [("diet", 1.0)]  # memstream's own score
+
+    hits = await store.asearch(("people",), query="Oslo")
+    assert [h.key for h in hits][0] == "home", [(h.key, h.score) for h in hits]
+    scores = {h.key: h.score or 0.0 for h in hits}
+    assert scores["home"] == pytest.approx(1.0)
+    assert scores["diet"] < 0.7 and scores["job"] < 0.7, scores  # no longer 1.0 each
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    who_bikes = await store.asearch(("people",), query="who fixes bikes?", limit=1)
+    assert [(h.namespace, h.key) for h in who_bikes] == [(("people", "bob"), "job")]
 
 
 async def test_list_namespaces(store: MemstreamStore) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextResourceContents
 
+from memstream.agents.memory_tools import Identity, MemoryTools, ToolFailure
+from memstream.history.ids import AmbiguousId, NodeNotFound
+from memstream.topics.ids import working_copy_id
 from tests.fakes.fixtures import free_port
 from tests.support.cli import MEMSTREAM, clean_env, pipeline_env
 from tests.support.pipeline import Pipeline
@@ -135,9 +138,9 @@ async def test_mcp_over_http_add_search_get_history_and_the_rest(pipeline: Pipel
                                    memory_type="UserMemory", tags=["health"])
             assert [r["id"] for r in only_user["results"]] == [added["id"]]
 
-            got = await call(client, "get_memories", memory_ids=[added["id"], "no-such-id"])
+            got = await call(client, "get_memories", memory_ids=[added["id"][:8], "no-such-id"])
             assert [m["id"] for m in got["memories"]] == [added["id"]]
-            assert got["not_found"] == ["no-such-id"]
+            assert got["not_found"] == ["no-such-id"]  # a prefix of 8 names the memory
             assert got["memories"][0]["sources"] == [{"kind": "manual"}]
 
             lyon = next(m for m in extracted if "Lyon" in m["memory"])
@@ -147,7 +150,8 @@ async def test_mcp_over_http_add_search_get_history_and_the_rest(pipeline: Pipel
             updated = await call(client, "update_memory", memory_id=added["id"],
                                  text="The user is allergic to shellfish and to cashews.")
             assert updated["updated"]["memory"].endswith("cashews.")
-            history = await call(client, "memory_history", memory_id=added["id"])
+            history = await call(client, "memory_history", memory_id=added["id"][:8])
+            assert history["id"] == added["id"]
             actions = [c["action"] for c in history["changes"]]
             assert actions[0] == "added" and "updated" in actions, history
             assert history["changes"][-1]["memory"].endswith("cashews.")
@@ -171,6 +175,56 @@ async def test_mcp_over_http_add_search_get_history_and_the_rest(pipeline: Pipel
     # bob's cube was never touched
     assert [n.memory for n in await p.client.get_all("bob", memory_type="LongTermMemory")] == [
         "Bob is allergic to peanuts."]
+
+
+async def test_the_tools_take_the_ids_and_prefixes_the_command_line_takes(
+        pipeline: Pipeline) -> None:
+    """Issue #41: get, history and explain resolve an id or an 8-character prefix the same
+    way as `memstream get/history/explain` (memstream/history/ids.py); an ambiguous prefix
+    fails naming the memories; a working-memory copy has its memory's history."""
+    p = pipeline
+    swim = "5e1f0c2d-4b3a-5c6d-8e7f-a0b1c2d3e4f5"
+    await p.client.wait_applied(await p.client.add_memories("alice", [
+        {"memory": "The user plays the violin.", "id": "abcdefgh-0001"},
+        {"memory": "The user grows tomatoes.", "id": "abcdefgh-0002"},
+        {"memory": "The user swims on Tuesdays.", "id": swim}]), timeout=60)
+    tools = MemoryTools(p.client, Identity("alice", "alice"))
+
+    got = await tools.get([swim[:8]])
+    assert [m["id"] for m in got["memories"]] == [swim] and got["not_found"] == []
+    assert (await tools.history(swim[:8]))["id"] == swim
+    why = await tools.explain(swim[:8])
+    assert why["id"] == swim and why["memory"] == "The user swims on Tuesdays."
+    asks: list[Callable[[], Awaitable[object]]] = [
+        lambda: tools.get(["abcdefgh"]), lambda: tools.history("abcdefgh"),
+        lambda: tools.explain("abcdefgh"), lambda: tools.delete(["abcdefgh"]),
+        lambda: tools.update("abcdefgh", "x", None, None, None)]
+    for ask in asks:
+        with pytest.raises(AmbiguousId, match=r"'abcdefgh' matches several memories of cube "
+                                              r"'alice': abcdefgh-0001, abcdefgh-0002;"):
+            await ask()
+    with pytest.raises(ToolFailure, match="no memory no-such-id in cube 'alice'"):
+        await tools.update("no-such-id", "x", None, None, None)
+    with pytest.raises(NodeNotFound, match="no memory no-such-id"):
+        await tools.history("no-such-id")
+
+    copy = working_copy_id(swim)  # what the working-memory resource lists
+    assert copy in {m["id"] for m in await tools.working_memory()}
+    history = await tools.history(copy[:8])
+    assert history["id"] == copy and history["copy_of"] == swim
+    assert history["changes"][0]["action"] == "added"
+    assert history["changes"][0]["memory"] == "The user swims on Tuesdays."
+    why = await tools.explain(copy)
+    assert why["copy_of"] == swim and [s["kind"] for s in why["lineage"]] == ["copy"]
+    assert why["lineage"][0]["from"]["id"] == swim
+
+    # a deleted memory keeps its history, as on the command line
+    assert (await tools.delete([swim[:8]]))["deleted"] == [swim]
+    assert [c["action"] for c in (await tools.history(swim[:8]))["changes"]][-1] == "deleted"
+    # the tools read as their user: one who may not read the cube reads no history either
+    bob = MemoryTools(p.client, Identity("bob", "alice"))
+    with pytest.raises(ToolFailure, match="may not read cube 'alice'"):
+        await bob.history("abcdefgh-0001")
 
 
 def run(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
