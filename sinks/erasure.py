@@ -5,16 +5,19 @@ FalkorDB (redis) appends every write to its append-only file and keeps the last 
 snapshot; Milvus Lite keeps deleted rows in its write-ahead log and data files until a
 compaction. ``purge_deleted`` runs after ``delete_cube`` and ``delete`` of memories: it asks
 each store that can to rewrite its files from what it holds now. Stores that cannot do so
-from here (Neo4j, a Milvus server, Kafka) are covered in docs/erasure.md.
+from here (Neo4j, a Milvus server, Kafka) are covered in docs/erasure.md. ``left_of_cube``
+counts what the stores still hold of an erased cube: an erasure is announced only at zero.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, cast, runtime_checkable
 
 from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.ports import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,25 @@ async def purge_deleted(store: MemoryStore, cube_id: str) -> list[str]:
             await part.purge_deleted(cube_id)
             done.append(type(part).__name__)
     return done
+
+
+@dataclass(frozen=True)
+class Left:
+    """What the stores still hold of a cube after its erasure, counted by the stores."""
+
+    nodes: int  # graph nodes of every type and status
+    vectors: int  # in the vector store itself, beneath any cache in front of it
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.vectors)
+
+
+async def left_of_cube(store: MemoryStore, cube_id: str) -> Left:
+    """Count what is left of a cube in the graph and in the vector store (not its cache:
+    a count through ``CachedVectorStore`` would answer from memory)."""
+    counts = await store.graph.count_by_type(cube_id, status=None)
+    vectors = cast(VectorStore, _unwrapped(store.vectors))
+    return Left(nodes=sum(counts.values()), vectors=await vectors.count(cube_id))
 
 
 def _info(raw: Any) -> dict[str, str]:

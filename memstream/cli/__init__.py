@@ -8,6 +8,7 @@ import click
 
 from memstream import __version__
 from memstream.agents.mcp_cli import mcp
+from memstream.cli.erase import erase
 from memstream.cli.log import as_of, explain, freeze, history, restore, sweep, unfreeze
 from memstream.cli.memories import add, dump, load, search
 from memstream.cli.nodes import backup, dead_letters, delete, get, list_, update
@@ -32,6 +33,8 @@ COMMANDS: tuple[click.Command, ...] = (
     add, search, dump, load,
     # single memories and the operator's queues (nodes.py)
     get, list_, update, delete, dead_letters, backup,
+    # a user's cubes erased everywhere, then checked (erase.py)
+    erase,
     # the log and a memory's lifecycle (log.py)
     history, as_of, explain, freeze, unfreeze, sweep, restore,
     # views rebuilt from the log and switched (replay.py)

@@ -22,6 +22,7 @@ from memstream.cli.common import (
     settings_for,
     user_option,
 )
+from memstream.cli.erase import carry_out, plan_erasure, print_checks
 from memstream.cli.errors import InputError, not_empty
 from memstream.cli.log import backup_every_cube
 from memstream.cli.writes import resolve_ids
@@ -255,7 +256,8 @@ async def _redrive(settings: Settings, where: set[str], stage: str | None) -> No
               type=click.IntRange(1, 1000),
               help="Backups of each cube kept in DIRECTORY (older ones are deleted).")
 @click.option("--drop", is_flag=True,
-              help="Erase the cube from the stores after the backup (needs --user).")
+              help="Erase the cube everywhere after the backup, as `memstream erase` does, "
+                   "and check it (needs --user).")
 @data_dir_option
 def backup(directory: Path, user_id: str | None, cube_id: str | None, keep_last: int,
            drop: bool, data_dir: Path | None) -> None:
@@ -277,7 +279,12 @@ async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, 
             raise InputError(f"cube '{cube}' has no memories; no backup written")
     event = BackupCube(user_id=user_id, cube_id=cube, directory=str(directory),
                        keep_last=keep, drop=drop)
-    await apply_command(settings, event, "back up")
+    checks = None
+    if drop:  # the whole erasure after the backup, checked as `memstream erase` checks it
+        plan = await plan_erasure(settings, user_id, cube)
+        checks = await carry_out(plan, {cube: event}, skip=[directory])
+    else:
+        await apply_command(settings, event, "back up")
     from memstream.sinks.dump import list_backups
 
     files = list_backups(directory, cube) if directory.is_dir() else []
@@ -287,4 +294,12 @@ async def _backup(settings: Settings, directory: Path, user_id: str, cube: str, 
              if n.get("metadata", {}).get("memory_type") != "WorkingMemory"]
     console.print(f"backed up cube '{cube}' to {newest}: "
                   f"{plural(len(nodes), 'memory', 'memories')}"
-                  + (", then erased it from the stores" if drop else ""))
+                  + (", then erased it everywhere:" if drop else ""))
+    if checks is None:
+        return
+    failed = print_checks(checks)
+    click.echo(f"left behind: {directory} holds the cube's backups in plain JSON (they are "
+               "what `memstream restore` loads); delete them to erase the cube from there too")
+    if failed:
+        raise click.ClickException(f"erasure after the backup not verified: "
+                                   f"{plural(failed, 'check')} failed (above)")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memstream.security.keys import destroy as destroy_key
-from memstream.sinks.dump import backup_cube, dump_cube, load_cube
-from memstream.sinks.erasure import purge_deleted
+from memstream.sinks.dump import backup_cube, dump_cube, list_backups, load_cube
+from memstream.sinks.erasure import Left, left_of_cube, purge_deleted
+from memstream.streams.core.episode_index import indexes_for
 from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
@@ -112,18 +114,80 @@ async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
     return out
 
 
-async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
-    nodes, vectors = await deps.store.clear_cube(cmd.cube_id)
-    await forget_cube(deps.embedder, cmd.cube_id)  # the vectors kept of its texts
-    await purge_deleted(deps.store, cmd.cube_id)  # and out of the stores' files
+class ErasureIncomplete(RuntimeError):
+    """A store still holds something of a cube after its erasure (a write that raced it):
+    the command is retried, which erases again, and dead-lettered if it still does."""
+
+
+@dataclass(frozen=True)
+class Erased:
+    """What an erasure removed, and what the stores held of the cube afterwards (zero, or
+    it raised ``ErasureIncomplete``)."""
+
+    nodes: int
+    vectors: int
+    cached: int  # passage vectors the embedding cache forgot
+    shredded: bool  # the cube's data key was destroyed now (not by an earlier attempt)
+    left: Left
+    cached_left: int
+
+    def describe(self) -> str:
+        key = ", its data key destroyed" if self.shredded else ""
+        return (f"{self.nodes} nodes, {self.vectors} vectors, {self.cached} cached embeddings"
+                f"{key}; left: {self.left.nodes} nodes, {self.left.vectors} vectors, "
+                f"{self.cached_left} cached embeddings")
+
+
+async def erase_cube(cube_id: str, deps: Deps) -> Erased:
+    """Every step of erasing a cube (docs/erasure.md), then a count of what is left of it:
+    the erasure is announced only when the stores hold nothing of it any more."""
+    nodes, vectors = await deps.store.clear_cube(cube_id)
+    cached = await forget_cube(deps.embedder, cube_id)  # the vectors kept of its texts
+    indexes = indexes_for(deps.query)
+    if indexes.held(cube_id):  # its episodes' texts, held for search: rebuilt without them
+        await indexes.get(deps.query, cube_id)
+    await purge_deleted(deps.store, cube_id)  # and out of the stores' files
     # Last: the cube's records in every topic (and its scheduler state) become unreadable.
-    shredded = destroy_key(cmd.cube_id)
+    shredded = destroy_key(cube_id)
     # where its records sat in the log: unreadable now, so no reader needs them (and the
     # indexer, unable to open them any more, adds none back)
-    await deps.store.graph.drop_log_refs(cmd.cube_id)
-    log_note = ", its data key destroyed" if shredded else ""
-    return [_update(cmd, deps, "deleted", None,
-                    reason=f"cube erased: {nodes} nodes, {vectors} vectors{log_note}")]
+    await deps.store.graph.drop_log_refs(cube_id)
+    left = await left_of_cube(deps.store, cube_id)
+    cached_left = await forget_cube(deps.embedder, cube_id)
+    if left or cached_left:
+        raise ErasureIncomplete(
+            f"cube {cube_id} still holds {left.nodes} nodes, {left.vectors} vectors and "
+            f"{cached_left} cached embeddings after its erasure")
+    return Erased(nodes, vectors, cached, shredded, left, cached_left)
+
+
+async def delete_cube(cmd: DeleteCube, deps: Deps) -> list[Outgoing]:
+    erased = await erase_cube(cmd.cube_id, deps)
+    return [_update(cmd, deps, "deleted", None, reason=f"cube erased: {erased.describe()}")]
+
+
+async def backup(cmd: BackupCube, deps: Deps) -> list[Outgoing]:
+    """The backup, then (``drop``) the whole erasure. A retried backup that finds the cube
+    already emptied keeps the backup written before rather than adding an empty one (which
+    would be restored as the newest and could push the real one out of ``keep_last``)."""
+    if cmd.drop and list_backups(cmd.directory, cmd.cube_id) \
+            and not await left_of_cube(deps.store, cmd.cube_id):
+        written = list_backups(cmd.directory, cmd.cube_id)[-1]
+        out = [_update(cmd, deps, "updated", None, reason=f"backup kept: {written}")]
+    else:
+        # not dropped by the backup itself: ``erase_cube`` below does that and counts it
+        result = await backup_cube(deps.store, cmd.cube_id, cmd.directory, cmd.keep_last,
+                                   False, deps.clock)
+        written = result.path
+        out = [_update(cmd, deps, "updated", None, reason=(
+            f"backup written: {written} ({result.nodes} nodes, {result.edges} edges, "
+            f"{result.vectors} vectors; {len(result.removed)} older backups removed)"))]
+    if cmd.drop:
+        erased = await erase_cube(cmd.cube_id, deps)
+        out.append(_update(cmd, deps, "deleted", None,
+                           reason=f"cube erased after its backup to {written}: "
+                                  f"{erased.describe()}"))
+    return out
 
 
 async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
@@ -145,13 +209,7 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
                     *(_update(cmd, deps, "added", n.id, node=n,
                               reason=f"loaded from {cmd.path}") for n in loaded.nodes)]
         case BackupCube():
-            result = await backup_cube(deps.store, cmd.cube_id, cmd.directory, cmd.keep_last,
-                                       cmd.drop, deps.clock)
-            out = [_update(cmd, deps, "updated", None, reason=f"backup written: {result}")]
-            if cmd.drop:
-                out.append(_update(cmd, deps, "deleted", None,
-                                   reason=f"cube erased after its backup to {result.path}"))
-            return out
+            return await backup(cmd, deps)
         case ReplaceWorkingMemory():
             return await replace_working_memory(cmd, deps, STAGE)
         case FreezeNodes() | UnfreezeNodes():

@@ -181,7 +181,9 @@ async def test_delete_cube_erases_the_cube_and_only_it(tmp_path: Path) -> None:
     kept = await remember(deps, "dave", "Dave collects stamps.")
     out = await run(deps, DeleteCube(**ME))
     (update,) = events_of(out, MemoryUpdate)
-    assert update.action == "deleted" and update.reason == "cube erased: 3 nodes, 3 vectors"
+    assert update.action == "deleted" and update.reason == (
+        "cube erased: 3 nodes, 3 vectors, 0 cached embeddings; left: 0 nodes, 0 vectors, "
+        "0 cached embeddings")
     assert await deps.query.count_by_type(CUBE, status=None) == {}
     assert not await deps.query.vector_search(CUBE, [1.0] + [0.0] * 383, 10, status=None)
     assert [n.id for n in await deps.query.all_of_type("dave", "LongTermMemory")] == [kept[0].id]
