@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memstream.sinks.ports import VectorQuery
 from memstream.streams.commands.logic import CommandRejected, run_commands
 from memstream.streams.core.retrieval import search
 from memstream.streams.core.working_memory import UnknownWorkingMemoryIds
@@ -183,7 +184,8 @@ async def test_delete_cube_erases_the_cube_and_only_it(tmp_path: Path) -> None:
     (update,) = events_of(out, MemoryUpdate)
     assert update.action == "deleted" and update.reason == "cube erased: 3 nodes, 3 vectors"
     assert await deps.query.count_by_type(CUBE, status=None) == {}
-    assert not await deps.query.vector_search(CUBE, [1.0] + [0.0] * 383, 10, status=None)
+    anywhere = VectorQuery([1.0] + [0.0] * 383, 10, status=None)
+    assert not await deps.query.vector_search(CUBE, anywhere)
     assert [n.id for n in await deps.query.all_of_type("dave", "LongTermMemory")] == [kept[0].id]
 
 
