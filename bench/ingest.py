@@ -14,16 +14,17 @@ import asyncio
 import logging
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from embedded import embedded_stack  # noqa: E402
+
 from memstream.client.client import MemoryClient  # noqa: E402
-from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.extraction.logic import extract_chunk  # noqa: E402
 from memstream.streams.memory.logic import add_memories  # noqa: E402
 from memstream.streams.runtime.stage import RawRecord, Record  # noqa: E402
@@ -56,7 +57,9 @@ def chunk_messages(i: int, base: datetime, prefix: str = "b") -> list[Message]:
 
 
 def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str,
-                  conflicts: bool = True, optimizer: bool = True) -> Settings:
+                  conflicts: bool = True, optimizer: bool = True, **sections: Any) -> Settings:
+    """A bench run's settings on the embedded stack: its own topics, graph and collection
+    (named after ``label``), quick batches and commits; ``sections``: more settings."""
     tag = f"{label}{uuid.uuid4().hex[:6]}"
     return Settings(
         data_dir=data, app_id=f"bench-{tag}",
@@ -66,6 +69,7 @@ def make_settings(data: Path, label: str, bootstrap: str, graph_uri: str,
         worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
         memory={"conflict_detection": conflicts},
         reorganize={"enabled": optimizer},
+        **sections,
     )
 
 
@@ -147,18 +151,16 @@ async def main() -> None:
     parser.add_argument("--latency-chunks", type=int, default=50)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        data = Path(tmp)
-        async with EmbeddedStack(Settings(data_dir=data)) as stack:
-            b, g = stack.bootstrap, stack.graph_uri
-            print(f"embedded stack: kafka {b}, graph {g}; {args.chunks} chunks × 3 messages")
-            n = args.chunks
-            plain = await in_process_path(make_settings(data, "plain", b, g, conflicts=False),
-                                          b, g, n)
-            base_rate = await in_process_path(make_settings(data, "inproc", b, g), b, g, n)
-            alone = await kafka_path(make_settings(data, "alone", b, g, optimizer=False), b, g, n)
-            kafka_rate = await kafka_path(make_settings(data, "kafka", b, g), b, g, n)
-            lat = await latency(make_settings(data, "lat", b, g), b, g, args.latency_chunks)
+    async with embedded_stack() as (data, stack):
+        b, g = stack.bootstrap, stack.graph_uri
+        print(f"embedded stack: kafka {b}, graph {g}; {args.chunks} chunks × 3 messages")
+        n = args.chunks
+        plain = await in_process_path(make_settings(data, "plain", b, g, conflicts=False),
+                                      b, g, n)
+        base_rate = await in_process_path(make_settings(data, "inproc", b, g), b, g, n)
+        alone = await kafka_path(make_settings(data, "alone", b, g, optimizer=False), b, g, n)
+        kafka_rate = await kafka_path(make_settings(data, "kafka", b, g), b, g, n)
+        lat = await latency(make_settings(data, "lat", b, g), b, g, args.latency_chunks)
     q = statistics.quantiles(lat, n=20)
     print(f"{'path':<52}{'memories/s':>12}")
     print(f"{'in-process, no conflict detection':<52}{plain:>12.1f}")

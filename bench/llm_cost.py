@@ -36,7 +36,6 @@ import hashlib
 import json
 import logging
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -46,13 +45,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from embedded import embedded_stack  # noqa: E402
 from load import bench_settings, chunks_of, interleave, publish_all, settle  # noqa: E402
 from retrieval_quality import load  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
-from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.settings import Settings  # noqa: E402
 
 RELATIONS = ("RELATE_TO", "CAUSE", "CONDITION", "CONFLICT")
 
@@ -252,16 +250,14 @@ async def main() -> None:
     print(f"{len(convs)} conversations, {len(per_cube)} cubes, {len(chunks)} chunks, "
           f"{turns} turns", flush=True)
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="ms-llmcost-") as tmp:
-        data = Path(tmp)
-        async with EmbeddedStack(Settings(data_dir=data)) as stack:
-            for mode in args.modes.split(","):
-                latency = args.latency_ms / 1000 if mode == "slow" else 0.0
-                run = await ingest(mode, data, stack.bootstrap, stack.graph_uri, chunks,
-                                   latency)
-                print(f"{mode}: {run.seconds:.1f}s, {sum(run.tally.calls.values())} calls",
-                      flush=True)
-                runs.append(run)
+    async with embedded_stack("ms-llmcost-") as (data, stack):
+        for mode in args.modes.split(","):
+            latency = args.latency_ms / 1000 if mode == "slow" else 0.0
+            run = await ingest(mode, data, stack.bootstrap, stack.graph_uri, chunks,
+                               latency)
+            print(f"{mode}: {run.seconds:.1f}s, {sum(run.tally.calls.values())} calls",
+                  flush=True)
+            runs.append(run)
     report(runs, turns)
 
 

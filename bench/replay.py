@@ -17,9 +17,7 @@ import argparse
 import asyncio
 import logging
 import sys
-import tempfile
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ingest  # noqa: E402 - bench/ingest.py, beside this script
 from aiokafka import TopicPartition  # noqa: E402
+from embedded import embedded_stack  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.kafka.progress import Progress  # noqa: E402
-from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.dump import export_cube  # noqa: E402
 from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.runtime.stage import Deps  # noqa: E402
@@ -43,18 +41,6 @@ from memstream.topics.settings import Settings  # noqa: E402
 def chunk_messages(i: int, base: datetime) -> list[Message]:
     """The synthetic load of ``bench/ingest.py``, chunk ``i`` an hour after chunk ``i - 1``."""
     return ingest.chunk_messages(i, base + timedelta(hours=i), prefix="r")
-
-
-def make_settings(data: Path, bootstrap: str, graph_uri: str, cache: bool = True) -> Settings:
-    tag = f"replay{uuid.uuid4().hex[:6]}"
-    return Settings(
-        data_dir=data, app_id=f"bench-{tag}",
-        kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"{tag}.", "partitions": 4},
-        graph={"uri": graph_uri, "database": f"bench_{tag}"},
-        vector={"uri": str(data / f"{tag}.db"), "collection": f"bench_{tag}"},
-        worker={"batch_within_s": 0.05, "commit_interval_s": 0.2},
-        embedder={"cache": cache},
-    )
 
 
 async def optimizer_done(settings: Settings, bootstrap: str) -> None:
@@ -139,12 +125,11 @@ async def main() -> None:
                         help="embed every passage again (embedder.cache off)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        data = Path(tmp)
-        async with EmbeddedStack(Settings(data_dir=data)) as stack:
-            b, g = stack.bootstrap, stack.graph_uri
-            await run(make_settings(data, b, g, not args.no_embed_cache), b, g, args.cubes,
-                      args.chunks)
+    async with embedded_stack() as (data, stack):
+        b, g = stack.bootstrap, stack.graph_uri
+        settings = ingest.make_settings(data, "replay", b, g,
+                                        embedder={"cache": not args.no_embed_cache})
+        await run(settings, b, g, args.cubes, args.chunks)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import random
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,13 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from embedded import embedded_stack  # noqa: E402
 from ingest import chunk_messages, make_settings  # noqa: E402
 from search import QUERIES, make_nodes, memory_texts, pct  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
-from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.settings import Settings  # noqa: E402
 
 CUBE = "searched"
 
@@ -53,39 +51,37 @@ async def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rng = random.Random(11)
-    with tempfile.TemporaryDirectory(prefix="memstream-bench-") as tmp:
-        data = Path(tmp)
-        async with EmbeddedStack(Settings(data_dir=data)) as stack:
-            b, g = stack.bootstrap, stack.graph_uri
-            settings = make_settings(data, "mixed", b, g)
-            async with Worker(settings, b, g) as worker, MemoryClient(settings, b) as client:
-                assert worker.deps is not None
-                texts = memory_texts(args.memories)
-                vectors = await worker.deps.embedder.embed_passages(texts)
-                await worker.deps.store.write(
-                    [(n, v.tolist()) for n, v in zip(make_nodes(CUBE, texts), vectors,
-                                                     strict=True)])
-                await timed_searches(client, 10, rng)  # warm: reply partition, cube index
-                idle = await timed_searches(client, args.queries, rng)
+    async with embedded_stack() as (data, stack):
+        b, g = stack.bootstrap, stack.graph_uri
+        settings = make_settings(data, "mixed", b, g)
+        async with Worker(settings, b, g) as worker, MemoryClient(settings, b) as client:
+            assert worker.deps is not None
+            texts = memory_texts(args.memories)
+            vectors = await worker.deps.embedder.embed_passages(texts)
+            await worker.deps.store.write(
+                [(n, v.tolist()) for n, v in zip(make_nodes(CUBE, texts), vectors,
+                                                 strict=True)])
+            await timed_searches(client, 10, rng)  # warm: reply partition, cube index
+            idle = await timed_searches(client, args.queries, rng)
 
-                stop = asyncio.Event()
-                published = 0
+            stop = asyncio.Event()
+            published = 0
 
-                async def ingest() -> None:
-                    nonlocal published
-                    base = datetime(2026, 1, 1, tzinfo=UTC)
-                    while not stop.is_set():
-                        await client.add_messages(f"cube{published % 10}",
-                                                  chunk_messages(published, base))
-                        published += 1
-                        await asyncio.sleep(0.02)
+            async def ingest() -> None:
+                nonlocal published
+                base = datetime(2026, 1, 1, tzinfo=UTC)
+                while not stop.is_set():
+                    await client.add_messages(f"cube{published % 10}",
+                                              chunk_messages(published, base))
+                    published += 1
+                    await asyncio.sleep(0.02)
 
-                feeder = asyncio.create_task(ingest())
-                await asyncio.sleep(3)  # ingestion under way
-                busy = await timed_searches(client, args.queries, rng)
-                stop.set()
-                await feeder
-                added = sum([await worker.deps.store.vectors.count(f"cube{c}") for c in range(10)])
+            feeder = asyncio.create_task(ingest())
+            await asyncio.sleep(3)  # ingestion under way
+            busy = await timed_searches(client, args.queries, rng)
+            stop.set()
+            await feeder
+            added = sum([await worker.deps.store.vectors.count(f"cube{c}") for c in range(10)])
     print(f"{'searches (fast, top_k 10)':<34}{'p50 ms':>8}{'p95 ms':>8}{'max ms':>8}")
     for label, lat in (("idle worker (baseline)", idle), ("while ingesting", busy)):
         print(f"{label:<34}{pct(lat, 50):>8.1f}{pct(lat, 95):>8.1f}{max(lat) * 1000:>8.0f}")

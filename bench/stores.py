@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memstream.local.falkordb import FalkorDBServer  # noqa: E402
 from memstream.sinks.graph.falkordb import FalkorDBGraphStore  # noqa: E402
 from memstream.sinks.memory_store import MemoryStore  # noqa: E402
-from memstream.sinks.ports import VectorRecord  # noqa: E402
+from memstream.sinks.ports import VectorQuery, VectorRecord  # noqa: E402
 from memstream.sinks.vector.milvus import MilvusVectorStore, Partitioning  # noqa: E402
 from memstream.sinks.vector.schema import IndexType  # noqa: E402
 from memstream.topics.models import MEMORY_TYPES, Edge, MemoryItem, MemoryMetadata, MemoryType  # noqa: E402
@@ -249,7 +249,8 @@ async def bench_vectors(
         async def search(
             q: int, store: MilvusVectorStore = store, recalls: list[float] = recalls
         ) -> None:
-            hits = await store.search(f"cube{target[q]}", queries[q].tolist(), 10, SEARCH_TYPES)
+            query = VectorQuery(queries[q].tolist(), 10, SEARCH_TYPES)
+            hits = await store.search(f"cube{target[q]}", query)
             recalls.append(len({h.id for h in hits} & truth[q]) / 10)
 
         samples = await timed(search, scale.queries, warmup=0)
@@ -277,11 +278,11 @@ async def bench_memory_store(
     store = MemoryStore(graph, vectors_store)
 
     async def search(q: int) -> None:
-        await store.search("cube0", queries[q].tolist(), 10, SEARCH_TYPES)
+        await store.search("cube0", VectorQuery(queries[q].tolist(), 10, SEARCH_TYPES))
 
     samples = await timed(search, scale.queries)
     vec_only = await timed(
-        lambda q: vectors_store.search("cube0", queries[q].tolist(), 10, SEARCH_TYPES),
+        lambda q: vectors_store.search("cube0", VectorQuery(queries[q].tolist(), 10, SEARCH_TYPES)),
         scale.queries,
     )
     rows.append(Row("MemoryStore.search (vector + graph join)", pct(samples, .5), pct(samples, .95),

@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeVar
 
 from memstream.sinks.filtering import matches_all, vector_filter_supported
-from memstream.sinks.ports import Filter, GraphStore, StoreError, VectorRecord, VectorStore
+from memstream.sinks.ports import GraphStore, StoreError, VectorQuery, VectorRecord, VectorStore
 from memstream.sinks.query import MemoryQuery
 from memstream.topics.models import Edge, EdgeType, MemoryItem, MemoryType, Status, UsageRecord
 
@@ -301,26 +301,21 @@ class MemoryStore:
         return [(n, vectors.get(n.id)) for n in nodes]
 
     async def search(
-        self,
-        cube_id: str,
-        vector: Sequence[float],
-        top_k: int,
-        memory_types: Sequence[MemoryType] | None = None,
-        filters: Sequence[Filter] = (),
-        status: Status | None = "activated",
-        min_score: float | None = None,
+        self, cube_id: str, query: VectorQuery, min_score: float | None = None
     ) -> list[tuple[MemoryItem, float]]:
-        """Top-k nodes by cosine similarity, joined with the graph (see module doc); with
-        ``min_score``, only those scoring at least that (the rest are never read from the
-        graph: a new fact's conflict candidates are usually none)."""
+        """Top-k nodes by cosine similarity, joined with the graph (see module doc); the
+        query's filters may name what only the graph holds. With ``min_score``, only those
+        scoring at least that (the rest are never read from the graph: a new fact's conflict
+        candidates are usually none)."""
+        top_k, filters, status = query.top_k, query.filters, query.status
         if top_k <= 0:
             return []
         pushed = [f for f in filters if vector_filter_supported(f)]
         fetch = top_k if len(pushed) == len(filters) else top_k * 4
-        allowed = None if memory_types is None else set(memory_types)
+        allowed = None if query.memory_types is None else set(query.memory_types)
         while True:
             fetch = min(fetch, max(self._max_fetch, top_k))
-            hits = await self.vectors.search(cube_id, vector, fetch, memory_types, status, pushed)
+            hits = await self.vectors.search(cube_id, replace(query, top_k=fetch, filters=pushed))
             scored = hits if min_score is None else [h for h in hits if h.score >= min_score]
             if not scored:
                 return []

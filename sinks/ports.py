@@ -297,6 +297,18 @@ class VectorHit:
     record: VectorRecord
 
 
+@dataclass(frozen=True, slots=True)
+class VectorQuery:
+    """A nearest-vector search within one cube: every store (and ``MemoryStore``) reads the
+    same arguments, so a caller builds them once and a wrapper passes them on whole."""
+
+    vector: Sequence[float]
+    top_k: int
+    memory_types: Sequence[MemoryType] | None = None  # None: any type; empty: none at all
+    status: Status | None = "activated"  # None: any status
+    filters: Sequence[Filter] = ()
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """Embeddings keyed by node id, searchable within a cube."""
@@ -324,15 +336,9 @@ class VectorStore(Protocol):
         """Every record of one cube (with vectors)."""
         ...
 
-    async def search(
-        self,
-        cube_id: str,
-        vector: Sequence[float],
-        top_k: int,
-        memory_types: Sequence[MemoryType] | None = None,
-        status: Status | None = "activated",
-        filters: Sequence[Filter] = (),
-    ) -> list[VectorHit]: ...
+    async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
+        """The ``query.top_k`` records of the cube closest to ``query.vector`` that pass its
+        types, status and filters, closest first."""
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> None: ...
 

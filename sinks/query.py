@@ -17,6 +17,7 @@ from memstream.sinks.ports import (
     GroupCount,
     TagNeighbor,
     VectorHit,
+    VectorQuery,
     VectorRecord,
     VectorStore,
 )
@@ -139,10 +140,6 @@ class MemoryQuery:
         """The stored vectors (with their metadata) of those ``ids`` that have one."""
         return await self._vectors.get(cube_id, ids)
 
-    async def vector_search(
-        self, cube_id: str, vector: Sequence[float], top_k: int,
-        memory_types: Sequence[MemoryType] | None = None, status: Status | None = "activated",
-        filters: Sequence[Filter] = (),
-    ) -> list[VectorHit]:
+    async def vector_search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Raw nearest vectors (not joined with the graph: ``MemoryStore.search`` is)."""
-        return await self._vectors.search(cube_id, vector, top_k, memory_types, status, filters)
+        return await self._vectors.search(cube_id, query)

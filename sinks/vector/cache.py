@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memstream.sinks.ports import Filter, VectorHit, VectorRecord, VectorStore
-from memstream.sinks.vector.expr import query_vector, record_matches, search_expression
-from memstream.topics.models import MemoryType, Status
+from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord, VectorStore
+from memstream.sinks.vector.expr import query_vector, record_answers, search_expression
+from memstream.topics.models import Status
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -195,39 +195,26 @@ class CachedVectorStore:
             return await self.inner.count(cube_id)
         return len(index.records)
 
-    async def search(
-        self,
-        cube_id: str,
-        vector: Sequence[float],
-        top_k: int,
-        memory_types: Sequence[MemoryType] | None = None,
-        status: Status | None = "activated",
-        filters: Sequence[Filter] = (),
-    ) -> list[VectorHit]:
-        query = query_vector(vector, self.dim)
+    async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
+        target = query_vector(query.vector, self.dim)
         # The same validation (and the same errors) as the Milvus expression builder.
-        search_expression(cube_id, memory_types, status, filters)
-        norm = float(np.linalg.norm(query))
-        query = query / norm if norm else query
-        if top_k <= 0 or (memory_types is not None and not memory_types):
+        search_expression(cube_id, query)
+        norm = float(np.linalg.norm(target))
+        target = target / norm if norm else target
+        if query.top_k <= 0 or (query.memory_types is not None and not query.memory_types):
             return []
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.search(cube_id, vector, top_k, memory_types, status, filters)
+            return await self.inner.search(cube_id, query)
         ids, matrix = index.rows()
         if not ids:
             return []
-        scores = matrix @ query
-        types = None if memory_types is None else set(memory_types)
+        scores = matrix @ target
         hits: list[VectorHit] = []
         for row in np.argsort(-scores, kind="stable"):
             record = index.records[ids[row]]
-            if types is not None and record.memory_type not in types:
-                continue
-            if status is not None and record.status != status:
-                continue
-            if all(record_matches(record, f) for f in filters):
+            if record_answers(record, query):
                 hits.append(VectorHit(record.id, float(scores[row]), record))
-                if len(hits) == top_k:
+                if len(hits) == query.top_k:
                     break
         return hits
 

@@ -24,8 +24,7 @@ from memstream.sinks.filtering import (
     scalar_matches,
     vector_filter_supported,
 )
-from memstream.sinks.ports import Filter, StoreError, VectorRecord
-from memstream.topics.models import MemoryType, Status
+from memstream.sinks.ports import Filter, StoreError, VectorQuery, VectorRecord
 
 _CMP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _PLACEHOLDER = re.compile(r"\{(p\d+)\}")
@@ -114,21 +113,18 @@ def query_vector(vector: Sequence[float], dim: int) -> np.ndarray:
     return query
 
 
-def search_expression(
-    cube_id: str,
-    memory_types: Sequence[MemoryType] | None,
-    status: Status | None,
-    filters: Sequence[Filter],
-) -> Expression:
+def search_expression(cube_id: str, query: VectorQuery) -> Expression:
+    """What a search asks of Milvus; the stores without Milvus build it too, to refuse a
+    query with the same errors."""
     expr = Expression()
     expr.clauses.append(f"cube_id == {expr.param(cube_id)}")
-    if memory_types is not None:
-        types = list(dict.fromkeys(memory_types))
+    if query.memory_types is not None:
+        types = list(dict.fromkeys(query.memory_types))
         expr.empty |= not types
         expr.clauses.append(f"memory_type in {expr.param(types)}")
-    if status is not None:
-        expr.clauses.append(f"status == {expr.param(status)}")
-    for flt in filters:
+    if query.status is not None:
+        expr.clauses.append(f"status == {expr.param(query.status)}")
+    for flt in query.filters:
         add_filter(expr, flt)
     return expr
 
@@ -172,6 +168,14 @@ def literal(value: object) -> str:
 def render(text: str, params: dict[str, object]) -> str:
     """Inline every placeholder as an escaped literal (the skeleton holds no user text)."""
     return _PLACEHOLDER.sub(lambda m: literal(params[m.group(1)]), text)
+
+
+def record_answers(record: VectorRecord, query: VectorQuery) -> bool:
+    """A record of the query's types and status that passes all its filters: what the
+    expression of ``search_expression`` selects (for the stores that search without Milvus)."""
+    return ((query.memory_types is None or record.memory_type in query.memory_types)
+            and (query.status is None or record.status == query.status)
+            and all(record_matches(record, f) for f in query.filters))
 
 
 def record_matches(record: VectorRecord, flt: Filter) -> bool:

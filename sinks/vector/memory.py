@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
-from memstream.sinks.vector.expr import query_vector, record_matches, search_expression, to_micros
-from memstream.topics.models import MemoryType, Status
+from memstream.sinks.ports import StoreError, VectorHit, VectorQuery, VectorRecord
+from memstream.sinks.vector.expr import query_vector, record_answers, search_expression, to_micros
+from memstream.topics.models import Status
 
 
 @dataclass
@@ -122,36 +122,22 @@ class InMemoryVectorStore:
     async def all_records(self, cube_id: str) -> list[VectorRecord]:
         return list(self._cube(cube_id).values())
 
-    async def search(
-        self,
-        cube_id: str,
-        vector: Sequence[float],
-        top_k: int,
-        memory_types: Sequence[MemoryType] | None = None,
-        status: Status | None = "activated",
-        filters: Sequence[Filter] = (),
-    ) -> list[VectorHit]:
+    async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Exact top-k by cosine similarity (higher is closer), ties broken by id."""
-        query = query_vector(vector, self._dim).astype(np.float64)
+        target = query_vector(query.vector, self._dim).astype(np.float64)
         # The same validation (and the same errors) as the Milvus expression builder.
-        if search_expression(cube_id, memory_types, status, filters).empty or top_k <= 0:
+        if search_expression(cube_id, query).empty or query.top_k <= 0:
             return []
-        types = None if memory_types is None else set(memory_types)
-        candidates = [
-            r
-            for r in self._cube(cube_id).values()
-            if (types is None or r.memory_type in types)
-            and (status is None or r.status == status)
-            and all(record_matches(r, f) for f in filters)
-        ]
+        candidates = [r for r in self._cube(cube_id).values() if record_answers(r, query)]
         if not candidates:
             return []
         matrix = np.asarray([r.vector for r in candidates], dtype=np.float64)
-        norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(query))
-        scores = (matrix @ query) / np.where(norms == 0, 1.0, norms)
+        norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(target))
+        scores = (matrix @ target) / np.where(norms == 0, 1.0, norms)
         order = sorted(range(len(candidates)), key=lambda i: (-scores[i], candidates[i].id))
         return [
-            VectorHit(candidates[i].id, float(scores[i]), candidates[i]) for i in order[:top_k]
+            VectorHit(candidates[i].id, float(scores[i]), candidates[i])
+            for i in order[: query.top_k]
         ]
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> None:

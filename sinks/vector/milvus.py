@@ -29,7 +29,7 @@ import grpc
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
-from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.sinks.ports import StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.sinks.vector.errors import store_error
 from memstream.sinks.vector.expr import (
     Expression,
@@ -50,7 +50,7 @@ from memstream.sinks.vector.schema import (
     search_params,
     to_row,
 )
-from memstream.topics.models import MemoryType, Status
+from memstream.topics.models import Status
 
 Partitioning = Literal["auto", "cube", "key", "none"]
 _BATCH = 500
@@ -440,28 +440,20 @@ class MilvusVectorStore:
             )
         return int(rows[0]["count(*)"]) if rows else 0
 
-    async def search(
-        self,
-        cube_id: str,
-        vector: Sequence[float],
-        top_k: int,
-        memory_types: Sequence[MemoryType] | None = None,
-        status: Status | None = "activated",
-        filters: Sequence[Filter] = (),
-    ) -> list[VectorHit]:
+    async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Top-k by cosine similarity (higher is closer) within one cube."""
-        query = query_vector(vector, self._dim)
-        expr = search_expression(cube_id, memory_types, status, filters)
+        target = query_vector(query.vector, self._dim)
+        expr = search_expression(cube_id, query)
         part = await self._partition(cube_id, create=False)
-        if part is None or expr.empty or top_k <= 0:
+        if part is None or expr.empty or query.top_k <= 0:
             return []
         result = await self._call(
             "search",
             self._collection,
-            data=[query.tolist()],
-            limit=top_k,
+            data=[target.tolist()],
+            limit=query.top_k,
             output_fields=_OUTPUT,
-            search_params=search_params(self._index_type, top_k),
+            search_params=search_params(self._index_type, query.top_k),
             **self._filter(expr),
             **self._read_kw(part),
         )

@@ -16,7 +16,7 @@ import numpy as np
 
 from memstream.kafka import tracing
 from memstream.sinks.filtering import matches_all, vector_filter_supported
-from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorRecord
+from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.episode_index import EpisodeIndex
 from memstream.streams.core.filters import names_status, parse_search_filter
@@ -102,8 +102,8 @@ async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> G
     fast = Goal(keys=[req.query], tags=[], rephrasings=[req.query])
     if req.mode == "fast":
         return fast
-    context = await deps.store.search(req.cube_id, query_vec.tolist(), 5,
-                                      memory_types=list(STORED_TYPES))
+    context = await deps.store.search(
+        req.cube_id, VectorQuery(query_vec.tolist(), 5, memory_types=list(STORED_TYPES)))
     ctx = GoalContext(
         query=req.query,
         chat_history=[HistoryTurn.model_validate(t) for t in req.chat_history
@@ -194,16 +194,13 @@ async def recall(
 
     async def vector_recall(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                             of_query: bool) -> None:
+        query = VectorQuery(vec.tolist(), k, list(memory_types),
+                            None if names_status(filters) else "activated", filters)
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
-            found.add_hits(await deps.query.vector_search(
-                req.cube_id, vec.tolist(), k, list(memory_types),
-                None if names_status(filters) else "activated", filters),
-                of_query)
+            found.add_hits(await deps.query.vector_search(req.cube_id, query), of_query)
         else:  # a filter only the graph can apply: join now
-            hits = await deps.store.search(
-                req.cube_id, vec.tolist(), k, memory_types=list(memory_types), filters=filters,
-                status=None if names_status(filters) else "activated")
+            hits = await deps.store.search(req.cube_id, query)
             found.add([item for item, _ in hits])
 
     async def nodes_from(recalled: Awaitable[list[MemoryItem]], name: str) -> None:

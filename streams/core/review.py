@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memstream.sinks.ports import VectorQuery
 from memstream.streams.core.merge import FACTS, statement_of
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.conflict import Relation
@@ -48,9 +49,9 @@ async def candidates(node: MemoryItem, vector: Sequence[float], deps: Deps,
     cfg = deps.settings.memory
     md = node.metadata
     chunk = chunk_of(node)
-    hits = await deps.store.search(md.cube_id, vector, cfg.conflict_candidates + 1 + len(siblings),
-                                   memory_types=[md.memory_type], filters=FACTS,
-                                   min_score=cfg.conflict_threshold)
+    query = VectorQuery(vector, cfg.conflict_candidates + 1 + len(siblings),
+                        memory_types=[md.memory_type], filters=FACTS)
+    hits = await deps.store.search(md.cube_id, query, min_score=cfg.conflict_threshold)
     found: list[tuple[MemoryItem, float]] = []
     for cand, score in hits:
         if score < cfg.conflict_threshold:

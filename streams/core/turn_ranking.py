@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memstream.sinks.filtering import matches_all
-from memstream.sinks.ports import Filter
+from memstream.sinks.ports import Filter, VectorQuery
 from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.lexical import terms
 from memstream.streams.core.related_words import related
@@ -81,8 +81,8 @@ async def _statement_cosines(
 ) -> tuple[dict[int, float], dict[int, str]]:
     """Per turn, the best cosine of a statement extracted from it, and that statement's id.
     Only statements not met before are read from the graph (for the turns they cite)."""
-    hits = await deps.query.vector_search(cube_id, query_vec.tolist(), pool,
-                                          list(STATEMENT_TYPES), "activated")
+    hits = await deps.query.vector_search(
+        cube_id, VectorQuery(query_vec.tolist(), pool, list(STATEMENT_TYPES), "activated"))
     if not hits:
         return {}, {}
     known = index.statement_messages
@@ -123,7 +123,7 @@ async def rank_windows(
         turn_bm = turn_bm + cfg.related_weight * index.turn_bm25.scores(extra)
         episode_bm = episode_bm + cfg.related_weight * index.episode_bm25.scores(extra)
     episode_hits = await deps.query.vector_search(
-        cube_id, query_vec.tolist(), cfg.episode_pool, ["EpisodicMemory"], "activated")
+        cube_id, VectorQuery(query_vec.tolist(), cfg.episode_pool, ["EpisodicMemory"], "activated"))
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
     turn_cos, statement_of = await _statement_cosines(deps, cube_id, query_vec, index,
                                                       cfg.statement_pool)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memstream.sinks.ports import Filter
+from memstream.sinks.ports import Filter, VectorQuery
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.models import MemoryItem, MemoryType, StoredMemoryType
 
@@ -166,8 +166,9 @@ async def vector_neighbours(deps: Deps, node: MemoryItem, limit: int) -> list[Li
         return []
     fetch = limit + 1
     while True:
-        hits = await deps.store.search(cube, records[0].vector, fetch, memory_types=FACT_TYPES,
-                                       filters=fact_filters(at[0]), status=None)
+        hits = await deps.store.search(cube, VectorQuery(
+            records[0].vector, fetch, memory_types=FACT_TYPES, status=None,
+            filters=fact_filters(at[0])))
         live = await first_live(deps, cube, [n for n, _ in hits], at, limit, exclude=[node.id])
         if len(live) >= limit or len(hits) < fetch or fetch >= 8 * (limit + 1):
             return live

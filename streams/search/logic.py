@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from memstream.security.signing import SignatureRefused
+from memstream.sinks.ports import VectorQuery
 from memstream.streams import metering
 from memstream.streams.core.retrieval import search
 from memstream.streams.ops.access import AccessDenied, check_read
@@ -117,9 +118,9 @@ async def _ensure_cube(deps: Deps, cube_id: str) -> None:
 
 async def _subgraph(req: SubgraphRequest, deps: Deps) -> Subgraph:
     vec = (await deps.embedder.embed_queries([req.query]))[0]
-    centers = await deps.store.search(req.cube_id, np.asarray(vec).tolist(), req.top_k,
-                                      memory_types=["LongTermMemory", "UserMemory"],
-                                      status=req.center_status)
+    centers = await deps.store.search(req.cube_id, VectorQuery(
+        np.asarray(vec).tolist(), req.top_k, memory_types=["LongTermMemory", "UserMemory"],
+        status=req.center_status))
     nodes: dict[str, MemoryItem] = {}
     edges: dict[tuple[str, str, str], Edge] = {}
     for item, _ in centers:

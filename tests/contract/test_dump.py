@@ -19,7 +19,7 @@ from memstream.sinks.dump import (
     stamp_of,
 )
 from memstream.sinks.memory_store import MemoryStore
-from memstream.sinks.ports import StoreError
+from memstream.sinks.ports import StoreError, VectorQuery
 from memstream.topics.models import (
     CubeGraph,
     Edge,
@@ -118,7 +118,7 @@ async def test_dump_then_load_reproduces_nodes_edges_and_vectors(
         (),
         (),
     )
-    hits = await memory_store.search("cube-a", vectors_for(6)[2], 1)
+    hits = await memory_store.search("cube-a", VectorQuery(vectors_for(6)[2], 1))
     assert [n for n, _ in hits] == [rich_node(2)]
 
 

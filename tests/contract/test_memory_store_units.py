@@ -8,30 +8,9 @@ from typing import Any
 import pytest
 
 from memstream.sinks.memory_store import MemoryStore, vector_record
-from memstream.sinks.ports import GraphStore, StoreError
+from memstream.sinks.ports import StoreError, VectorQuery
 from memstream.topics.models import MemoryItem
-from tests.contract.test_memory_store import T0, node, unit_vec
-
-
-class FailingGraph:
-    """A real GraphStore whose ``method`` fails its first ``failures`` calls (the graph twin
-    of test_memory_store's ``FlakyVectors``)."""
-
-    def __init__(self, inner: GraphStore, method: str, failures: int) -> None:
-        self._inner, self._method, self.failures, self.calls = inner, method, failures, 0
-
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._inner, name)
-        if name != self._method:
-            return target
-
-        async def failing(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls <= self.failures:
-                raise StoreError(f"injected failure {self.calls} of {name}")
-            return await target(*args, **kwargs)
-
-        return failing
+from tests.contract.test_memory_store import T0, FailsFirst, found_ids, node, unit_vec
 
 
 def aged(i: int, **meta: Any) -> MemoryItem:
@@ -60,7 +39,7 @@ async def test_eviction_deletes_vectors_first_so_a_failed_graph_delete_leaves_no
     memory_store: MemoryStore,
 ) -> None:
     await memory_store.write([(aged(i), unit_vec(i)) for i in range(4)])
-    broken = FailingGraph(memory_store.graph, "delete_nodes", failures=10)
+    broken = FailsFirst(memory_store.graph, "delete_nodes", failures=10)
     store = MemoryStore(broken, memory_store.vectors, attempts=2, backoff_s=0.001)
     with pytest.raises(StoreError, match="graph delete"):
         await store.evict_oldest("cube-a", "LongTermMemory", keep=2)
@@ -68,7 +47,7 @@ async def test_eviction_deletes_vectors_first_so_a_failed_graph_delete_leaves_no
     # the evicted units lost their vectors first: no search returns them, not even by vector
     assert set(await memory_store.vectors.list_ids("cube-a")) == {"n2", "n3"}
     for i in (0, 1):
-        found = await memory_store.search("cube-a", unit_vec(i), 4)
+        found = await memory_store.search("cube-a", VectorQuery(unit_vec(i), 4))
         assert {n.id for n, _ in found} == {"n2", "n3"}
     # the same eviction again (the redelivered input) picks the same nodes and finishes
     assert await memory_store.evict_oldest("cube-a", "LongTermMemory", keep=2) == ["n1", "n0"]
@@ -80,7 +59,7 @@ async def test_a_transient_graph_delete_failure_is_retried_within_the_eviction(
     memory_store: MemoryStore,
 ) -> None:
     await memory_store.write([(aged(i), unit_vec(i)) for i in range(3)])
-    flaky = FailingGraph(memory_store.graph, "delete_nodes", failures=1)
+    flaky = FailsFirst(memory_store.graph, "delete_nodes", failures=1)
     store = MemoryStore(flaky, memory_store.vectors, attempts=3, backoff_s=0.001)
     assert await store.evict_oldest("cube-a", "LongTermMemory", keep=1) == ["n1", "n0"]
     assert flaky.calls == 2
@@ -108,7 +87,7 @@ async def test_complete_gives_missing_vectors_and_fixes_stale_ones_without_touch
     assert await memory_store.graph.export_cube("cube-a") == before  # its text may be new
     records = {r.id: r for r in await memory_store.vectors.get("cube-a", ["n1", "n2", "n3"])}
     assert records["n2"] == vector_record(stale, records["n2"].vector)
-    assert [n.id for n, _ in await memory_store.search("cube-a", unit_vec(12), 1)] == ["n2"]
-    assert [n.id for n, _ in await memory_store.search("cube-a", unit_vec(11), 1)] == ["n1"]
+    assert await found_ids(memory_store, "cube-a", VectorQuery(unit_vec(12), 1)) == ["n2"]
+    assert await found_ids(memory_store, "cube-a", VectorQuery(unit_vec(11), 1)) == ["n1"]
     assert (await memory_store.repair("cube-a")).consistent
     assert await memory_store.complete("cube-a", ["n1", "n2", "n3"], embed) == []

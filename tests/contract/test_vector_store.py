@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstream.sinks.ports import Filter, StoreError, VectorRecord, VectorStore
+from memstream.sinks.ports import Filter, StoreError, VectorQuery, VectorRecord, VectorStore
 from memstream.sinks.vector.cache import CachedVectorStore
 from memstream.sinks.vector.milvus import MilvusVectorStore
 from memstream.topics.models import MemoryType, Status
@@ -53,7 +53,7 @@ def ids(hits: Sequence[object]) -> set[str]:
 
 
 async def search_ids(store: VectorStore, flt: Sequence[Filter], cube: str = "cube-a") -> set[str]:
-    return ids(await store.search(cube, vec(1), 100, status=None, filters=flt))
+    return ids(await store.search(cube, VectorQuery(vec(1), 100, status=None, filters=flt)))
 
 
 async def test_ensure_collection_is_idempotent_and_data_survives_reopen(
@@ -85,7 +85,7 @@ async def test_bad_vectors_are_rejected_before_anything_is_written(
         with pytest.raises(StoreError):
             await vector_store.upsert([good, bad])
     with pytest.raises(StoreError, match="shape"):
-        await vector_store.search("cube-a", [1.0] * (CONTRACT_DIM + 1), 5)
+        await vector_store.search("cube-a", VectorQuery([1.0] * (CONTRACT_DIM + 1), 5))
     assert await vector_store.count() == 0
 
 
@@ -147,7 +147,7 @@ async def test_search_ranks_like_exact_cosine(vector_store: VectorStore) -> None
         query = np.random.default_rng(100 + seed).standard_normal(CONTRACT_DIM)
         cos = (vectors @ query) / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
         order = np.argsort(-cos)[:10]
-        hits = await vector_store.search("cube-a", query.tolist(), 10)
+        hits = await vector_store.search("cube-a", VectorQuery(query.tolist(), 10))
         assert [h.id for h in hits] == [f"n{i}" for i in order]
         np.testing.assert_allclose([h.score for h in hits], cos[order], atol=1e-4)
         assert all(h.record.cube_id == "cube-a" for h in hits)
@@ -158,7 +158,8 @@ async def test_search_after_writes_ranks_the_current_vectors(vector_store: Vecto
     vectors = {f"n{i}": rng.standard_normal(CONTRACT_DIM) for i in range(40)}
     await vector_store.upsert([rec(i, vector=v.tolist()) for i, v in vectors.items()])
     query = rng.standard_normal(CONTRACT_DIM)
-    await vector_store.search("cube-a", query.tolist(), 5)  # searched once before the writes
+    # searched once before the writes
+    await vector_store.search("cube-a", VectorQuery(query.tolist(), 5))
     for round_ in range(3):  # new rows, replaced rows and deleted rows between searches
         fresh = {f"new{round_}-{i}": rng.standard_normal(CONTRACT_DIM) for i in range(3)}
         replaced = {f"n{round_ * 5 + i}": rng.standard_normal(CONTRACT_DIM) for i in range(3)}
@@ -170,7 +171,7 @@ async def test_search_after_writes_ranks_the_current_vectors(vector_store: Vecto
         ids = list(vectors)
         matrix = np.asarray([vectors[i] for i in ids])
         cos = (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
-        hits = await vector_store.search("cube-a", query.tolist(), 8)
+        hits = await vector_store.search("cube-a", VectorQuery(query.tolist(), 8))
         assert [h.id for h in hits] == [ids[i] for i in np.argsort(-cos)[:8]]
         np.testing.assert_allclose([h.score for h in hits], np.sort(cos)[::-1][:8], atol=1e-4)
 
@@ -185,38 +186,37 @@ async def test_search_filters_types_and_status(vector_store: VectorStore) -> Non
         ]
     )
     q = vec(1)
-    assert ids(await vector_store.search("cube-a", q, 10)) == {"lt", "um", "wm"}
-    assert ids(await vector_store.search("cube-a", q, 10, ["UserMemory", "WorkingMemory"])) == {
-        "um",
-        "wm",
-    }
-    assert ids(await vector_store.search("cube-a", q, 10, [])) == set()
-    assert ids(await vector_store.search("cube-a", q, 10, status="archived")) == {"arch"}
-    assert len(await vector_store.search("cube-a", q, 10, status=None)) == 4
-    assert len(await vector_store.search("cube-a", q, 2, status=None)) == 2
+    assert ids(await vector_store.search("cube-a", VectorQuery(q, 10))) == {"lt", "um", "wm"}
+    two_types = VectorQuery(q, 10, ["UserMemory", "WorkingMemory"])
+    assert ids(await vector_store.search("cube-a", two_types)) == {"um", "wm"}
+    assert ids(await vector_store.search("cube-a", VectorQuery(q, 10, []))) == set()
+    archived = VectorQuery(q, 10, status="archived")
+    assert ids(await vector_store.search("cube-a", archived)) == {"arch"}
+    assert len(await vector_store.search("cube-a", VectorQuery(q, 10, status=None))) == 4
+    assert len(await vector_store.search("cube-a", VectorQuery(q, 2, status=None))) == 2
 
 
 async def test_set_status_moves_records_between_status_filters(vector_store: VectorStore) -> None:
     await vector_store.upsert([rec("n1", vector=vec(9)), rec("n2")])
     await vector_store.set_status("cube-a", ["n1", "missing"], "archived")
-    assert ids(await vector_store.search("cube-a", vec(9), 10)) == {"n2"}
-    [hit] = await vector_store.search("cube-a", vec(9), 10, status="archived")
+    assert ids(await vector_store.search("cube-a", VectorQuery(vec(9), 10))) == {"n2"}
+    [hit] = await vector_store.search("cube-a", VectorQuery(vec(9), 10, status="archived"))
     assert hit.id == "n1" and hit.score == pytest.approx(1.0, abs=1e-5)
     await vector_store.set_status("cube-b", ["n2"], "deleted")  # other cube: no effect
-    assert ids(await vector_store.search("cube-a", vec(9), 10)) == {"n2"}
+    assert ids(await vector_store.search("cube-a", VectorQuery(vec(9), 10))) == {"n2"}
 
 
 async def test_cubes_are_isolated_even_with_the_same_node_id(vector_store: VectorStore) -> None:
     await vector_store.upsert([rec("same", cube="cube-a", vector=vec(1), key="a")])
     await vector_store.upsert([rec("same", cube="cube-b", vector=vec(2), key="b")])
     await vector_store.upsert([rec("only-b", cube="cube-b", vector=vec(1))])
-    hits = await vector_store.search("cube-a", vec(1), 10)
+    hits = await vector_store.search("cube-a", VectorQuery(vec(1), 10))
     assert [(h.id, h.record.key) for h in hits] == [("same", "a")]
     assert [r.key for r in await vector_store.get("cube-b", ["same"])] == ["b"]
     await vector_store.delete("cube-a", ["same"])
     assert await vector_store.list_ids("cube-b") == ["only-b", "same"]
-    assert await vector_store.search("cube-a", vec(1), 10) == []
-    assert await vector_store.search("cube-zzz", vec(1), 10) == []
+    assert await vector_store.search("cube-a", VectorQuery(vec(1), 10)) == []
+    assert await vector_store.search("cube-zzz", VectorQuery(vec(1), 10)) == []
 
 
 FILTER_DATA = [
@@ -282,7 +282,7 @@ async def test_filters_combine_with_and(vector_store: VectorStore) -> None:
 async def test_unsupported_filters_raise(vector_store: VectorStore, flt: Filter) -> None:
     await vector_store.upsert(FILTER_DATA)
     with pytest.raises(StoreError):
-        await vector_store.search("cube-a", vec(1), 5, filters=[flt])
+        await vector_store.search("cube-a", VectorQuery(vec(1), 5, filters=[flt]))
 
 
 PAYLOADS = [
@@ -387,12 +387,12 @@ async def test_the_cache_never_makes_a_search_wait_for_a_cold_cube(
     await cache.ensure_collection()
     try:
         await inner.upsert([rec(f"n{i}", vector=vec(i)) for i in range(50)])
-        cold = await cache.search("cube-a", vec(3), 5)
+        cold = await cache.search("cube-a", VectorQuery(vec(3), 5))
         assert cold[0].id == "n3"
         await cache.upsert([rec("late", vector=vec(3))])  # may race the background load
         assert await cache.warm("cube-a") is not None
         await inner.delete("cube-a", ["n3"])  # behind the cache's back: proves reads are cached
-        warm = await cache.search("cube-a", vec(3), 5)
+        warm = await cache.search("cube-a", VectorQuery(vec(3), 5))
         assert {h.id for h in warm[:2]} == {"n3", "late"}
         assert await cache.count("cube-a") == 51
     finally:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from memstream.topics.events import MemoryUpdate
 from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
-from tests.support.pipeline import Pipeline
+from tests.support.pipeline import Pipeline, facts_by_status
 from tests.support.topics import read_topic
 
 T0 = datetime(2026, 11, 20, 9, tzinfo=UTC)
@@ -42,16 +42,6 @@ async def say(pipeline: Pipeline, cube: str, *texts: str) -> None:
         await pipeline.client.wait_applied(token, timeout=60)
 
 
-async def facts(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
-    """The cube's extracted statements (no episodes, no derived nodes) by status."""
-    out: dict[str, list[MemoryItem]] = {}
-    for memory_type in ("LongTermMemory", "UserMemory"):
-        for node in await pipeline.deps.store.graph.all_of_type(cube, memory_type, status=None):
-            if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
-                out.setdefault(node.metadata.status, []).append(node)
-    return out
-
-
 def holding(nodes: list[MemoryItem], words: str) -> MemoryItem:
     (node,) = [n for n in nodes if words in n.memory]
     return node
@@ -59,7 +49,7 @@ def holding(nodes: list[MemoryItem], words: str) -> MemoryItem:
 
 async def test_a_trip_to_shanghai_does_not_replace_a_home_in_lyon(pipeline: Pipeline) -> None:
     await say(pipeline, "lyon", LYON, SHANGHAI)
-    nodes = await facts(pipeline, "lyon")
+    nodes = await facts_by_status(pipeline, "lyon")
     assert "archived" not in nodes
     lyon, shanghai = holding(nodes["activated"], "Lyon"), holding(nodes["activated"], "上海")
     assert len(nodes["activated"]) == 2
@@ -84,7 +74,7 @@ async def test_near_misses_of_every_class_stay_apart_in_english_chinese_and_mixe
         await say(pipeline, f"near{n}", older, newer)
     for n, (kind, lang, _, _) in enumerate(NEAR_MISSES):
         cube = f"near{n}"
-        nodes = await facts(pipeline, cube)
+        nodes = await facts_by_status(pipeline, cube)
         assert "archived" not in nodes, (kind, lang)
         assert len(nodes["activated"]) == 2, (kind, lang, [x.memory for x in nodes["activated"]])
         ids = [x.id for x in nodes["activated"]]
@@ -103,7 +93,7 @@ async def test_a_suspected_contradiction_keeps_both_and_ranks_the_newer_first(
     for cube, old_place, new_place, query in (
             ("move", "Berlin", "Lisbon", "Alice lives in Berlin."),
             ("move-zh", "上海", "北京", "用户的朋友小王住在上海。")):
-        nodes = await facts(pipeline, cube)
+        nodes = await facts_by_status(pipeline, cube)
         assert "archived" not in nodes
         old, new = holding(nodes["activated"], old_place), holding(nodes["activated"], new_place)
         graph = pipeline.deps.store.graph
@@ -125,5 +115,5 @@ async def test_a_suspected_contradiction_keeps_both_and_ranks_the_newer_first(
 async def test_a_duplicate_still_merges_through_the_extractor(pipeline: Pipeline) -> None:
     await say(pipeline, "dupe", "I love hiking in the mountains.",
               "I really enjoy mountain hiking.")
-    nodes = await facts(pipeline, "dupe")
+    nodes = await facts_by_status(pipeline, "dupe")
     assert len(nodes["activated"]) == 1 and len(nodes["archived"]) == 1

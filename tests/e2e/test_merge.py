@@ -13,7 +13,7 @@ from memstream.topics.events import ExtractedMemory
 from memstream.topics.models import Edge, MemoryItem
 from memstream.topics.registry import MEMORY_ITEMS, MEMORY_UPDATES
 from tests.fakes.openai_server import Reply
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.pipeline import Pipeline, facts_by_status, pipeline_settings, run_pipeline
 from tests.support.topics import read_topic
 
 T0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
@@ -30,16 +30,6 @@ async def say(pipeline: Pipeline, cube: str, *texts: str, **fields: Any) -> None
     await pipeline.client.wait_applied(token, timeout=60)
 
 
-async def nodes_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
-    """The cube's facts by status (not the summaries the optimizer derives from them)."""
-    out: dict[str, list[MemoryItem]] = {}
-    for memory_type in ("LongTermMemory", "UserMemory"):
-        for node in await pipeline.deps.store.graph.all_of_type(cube, memory_type, status=None):
-            if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
-                out.setdefault(node.metadata.status, []).append(node)
-    return out
-
-
 async def merged_to(pipeline: Pipeline, cube: str, archived: MemoryItem) -> list[str]:
     edges = await pipeline.deps.store.graph.edges_of(cube, archived.id, ["MERGED_TO"], "out")
     return [e.target for e in edges]
@@ -48,7 +38,7 @@ async def merged_to(pipeline: Pipeline, cube: str, archived: MemoryItem) -> list
 async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pipeline) -> None:
     await say(pipeline, "p1", "The user loves hiking in the mountains.",
               "The user really enjoys mountain hiking.")
-    nodes = await nodes_by_status(pipeline, "p1")
+    nodes = await facts_by_status(pipeline, "p1")
     (active,), (archived,) = nodes["activated"], nodes["archived"]
     assert archived.memory == "The user loves hiking in the mountains."
     assert await merged_to(pipeline, "p1", archived) == [active.id]
@@ -70,15 +60,15 @@ async def test_a_rewording_leaves_one_active_and_one_archived_node(pipeline: Pip
 async def test_edges_of_the_merged_node_move_to_the_new_node(pipeline: Pipeline) -> None:
     await say(pipeline, "p6", "The user loves hiking in the mountains.",
               "The user bought new hiking boots.")
-    old = next(n for n in (await nodes_by_status(pipeline, "p6"))["activated"]
+    old = next(n for n in (await facts_by_status(pipeline, "p6"))["activated"]
                if "loves" in n.memory)
-    other = next(n for n in (await nodes_by_status(pipeline, "p6"))["activated"]
+    other = next(n for n in (await facts_by_status(pipeline, "p6"))["activated"]
                  if "boots" in n.memory)
     graph = pipeline.deps.store.graph
     await graph.add_edges("p6", [Edge(source=other.id, target=old.id, type="CAUSE"),
                                  Edge(source=old.id, target=other.id, type="RELATE_TO")])
     await say(pipeline, "p6", "The user really enjoys mountain hiking.")
-    nodes = await nodes_by_status(pipeline, "p6")
+    nodes = await facts_by_status(pipeline, "p6")
     (archived,) = nodes["archived"]
     assert archived.id == old.id
     (new_id,) = await merged_to(pipeline, "p6", archived)
@@ -138,7 +128,7 @@ async def test_the_scripted_model_fuses_a_contradiction(pipeline_with_llm: Pipel
     server.handler = lambda request: Reply.json({"links": [], "concepts": [], "summaries": []})
     await say(pipeline, "p9", "Alice lives in Berlin.", "Alice moved to Lisbon.",
               tags=("alice",))
-    nodes = await nodes_by_status(pipeline, "p9")
+    nodes = await facts_by_status(pipeline, "p9")
     (active,), (archived,) = nodes["activated"], nodes["archived"]
     assert archived.memory == "Alice lives in Berlin."
     assert active.memory == "Alice moved from Berlin to Lisbon."

@@ -80,6 +80,19 @@ async def long_term(p: Pipeline, cube: str) -> list[MemoryItem]:
     return await p.deps.store.graph.all_of_type(cube, "LongTermMemory", status=None)
 
 
+async def merges_like(p: Pipeline, cube: str, reference: str) -> list[tuple[str, str]]:
+    """The MERGED_TO edges of ``cube``, once its nodes are found to be those of ``reference``
+    (the same texts, statuses and types: their ids differ with the cube)."""
+
+    def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
+        return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
+
+    graph = p.deps.store.graph
+    got, want = await graph.export_cube(cube), await graph.export_cube(reference)
+    assert shape(got.nodes) == shape(want.nodes)
+    return [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"]
+
+
 async def assert_complete(p: Pipeline, cube: str, node_id: str) -> None:
     """One activated node with its vector and its working copy with its vector; announced
     once as ``added`` and once to the optimizer, under the ids a full run gives."""
@@ -190,15 +203,7 @@ async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) ->
     await p.deps.store.graph.add_edges(cube, [Edge(source=node_id_for(old), target=node.id,
                                              type="MERGED_TO", reason=note)])
     await deliver(p, new)
-
-    def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
-        return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
-
-    graph = p.deps.store.graph
-    got, want = await graph.export_cube(cube), await graph.export_cube(reference)
-    assert shape(got.nodes) == shape(want.nodes)
-    assert [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"] == [
-        (node_id_for(old), node.id)]
+    assert await merges_like(p, cube, reference) == [(node_id_for(old), node.id)]
     assert (await p.deps.store.repair(cube)).consistent
     actions: dict[str, Any] = {u.event_id: (u.action, u.node_id) for u in await updates(p, cube)}
     assert actions[derived_event_id("merged", node.id, node_id_for(old))] == ("merged", node.id)
@@ -224,15 +229,7 @@ async def test_a_batch_cut_between_two_items_ends_as_an_uninterrupted_run(
     node = build_node(second)
     await p.deps.store.write([(node.evolve(status="generated"), await vector_of(p, node.memory))])
     await deliver(p, first, second)
-
-    def shape(nodes: Sequence[MemoryItem]) -> list[tuple[str, str, str]]:
-        return sorted((n.memory, n.metadata.status, n.metadata.memory_type) for n in nodes)
-
-    graph = p.deps.store.graph
-    got, want = await graph.export_cube(cube), await graph.export_cube(reference)
-    assert shape(got.nodes) == shape(want.nodes)
-    assert [(e.source, e.target) for e in got.edges if e.type == "MERGED_TO"] == [
-        (node_id_for(first), node.id)]
+    assert await merges_like(p, cube, reference) == [(node_id_for(first), node.id)]
     assert (await p.deps.store.repair(cube)).consistent
     announced = await updates(p, cube)
     assert {o.event.event_id for o in dropped} <= {u.event_id for u in announced} | {

@@ -16,7 +16,7 @@ from memstream.client.client import MemoryClient
 from memstream.local.falkordb import FalkorDBServer
 from memstream.streams.runtime.stage import Clock, Deps
 from memstream.streams.worker import Worker
-from memstream.topics.models import utcnow
+from memstream.topics.models import MemoryItem, utcnow
 from memstream.topics.settings import Settings
 
 
@@ -92,3 +92,14 @@ async def pipeline_with_llm(
     )
     async for p in run_pipeline(settings, scripted_openai):
         yield p
+
+
+async def facts_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:
+    """The cube's extracted statements by status: no episodes, and none of the summaries or
+    reasonings the optimizer derives from them."""
+    out: dict[str, list[MemoryItem]] = {}
+    for memory_type in ("LongTermMemory", "UserMemory"):
+        for node in await pipeline.deps.store.graph.all_of_type(cube, memory_type, status=None):
+            if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
+                out.setdefault(node.metadata.status, []).append(node)
+    return out

@@ -15,17 +15,8 @@ from memstream.topics.events import (
     MemoryUpdate,
     SearchRequest,
 )
-from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 from memstream.topics.registry import MEMORY_UPDATES, REQUESTS
-
-
-def chat(**overrides: object) -> dict[str, object]:
-    base: dict[str, object] = {
-        "user_id": "u1",
-        "messages": [{"id": "m1", "role": "user", "content": "I like tea",
-                      "timestamp": "2026-03-01T09:00:00+01:00"}],
-    }
-    return {**base, **overrides}
+from tests.support.events import AT, chat, node
 
 
 def test_cube_defaults_to_user_and_times_are_utc() -> None:
@@ -75,19 +66,6 @@ def test_requests_are_a_discriminated_union() -> None:
     with pytest.raises(ValidationError) as info:
         REQUESTS.decode(b'{"op":"teleport","user_id":"u"}')
     assert "teleport" in str(info.value)
-
-
-AT = datetime(2026, 3, 1, 9, tzinfo=UTC)
-
-
-def node(usage: int = 0) -> MemoryItem:
-    return MemoryItem(id="n1", memory="The user lives in Porto and works as a nurse.",
-                      metadata=MemoryMetadata(
-                          user_id="ann", cube_id="ann", memory_type="LongTermMemory",
-                          tags=("porto", "work"), sources=(SourceRef(message_id="m1"),),
-                          created_at=AT, updated_at=AT,
-                          usage=tuple(UsageRecord(at=AT, requester="r", query=f"q{i}")
-                                      for i in range(usage))))
 
 
 def test_memory_updates_v2_carry_no_usage_and_v1_records_still_decode() -> None:

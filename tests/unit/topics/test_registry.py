@@ -4,13 +4,12 @@ round-trip, compact topics, and old plain records that still read."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 from memstream.topics import codec
 from memstream.topics.events import MEMORY_UPDATE_VERSION, ConversationChunk, MemoryUpdate, Reply
-from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef, UsageRecord
 from memstream.topics.registry import ALL_TOPICS, BY_SUFFIX, CONVERSATIONS, MEMORY_UPDATES, REQUESTS
 from memstream.topics.settings import Settings
+from tests.support.events import AT, chat, node
 
 SPEC_TOPICS = {
     "conversations", "memory.items", "memory.commands", "memory.updates", "reorganize.high",
@@ -18,15 +17,6 @@ SPEC_TOPICS = {
     "working-memory", "activation-memory", "requests", "replies", "dead-letter",
     "cube-views",  # beyond the original topic list: promote (streams/runtime/views.py)
 }
-
-
-def chat(**overrides: object) -> dict[str, object]:
-    base: dict[str, object] = {
-        "user_id": "u1",
-        "messages": [{"id": "m1", "role": "user", "content": "I like tea",
-                      "timestamp": "2026-03-01T09:00:00+01:00"}],
-    }
-    return {**base, **overrides}
 
 
 def test_registry_covers_every_spec_topic_once() -> None:
@@ -47,19 +37,6 @@ def test_round_trip_through_json_is_lossless() -> None:
     reply = Reply(user_id="u", correlation_id="c", ok=False,
                   error={"type": "ValidationError", "message": "bad"})
     assert BY_SUFFIX["replies"].decode(reply.model_dump_json()) == reply
-
-
-AT = datetime(2026, 3, 1, 9, tzinfo=UTC)
-
-
-def node(usage: int = 0) -> MemoryItem:
-    return MemoryItem(id="n1", memory="The user lives in Porto and works as a nurse.",
-                      metadata=MemoryMetadata(
-                          user_id="ann", cube_id="ann", memory_type="LongTermMemory",
-                          tags=("porto", "work"), sources=(SourceRef(message_id="m1"),),
-                          created_at=AT, updated_at=AT,
-                          usage=tuple(UsageRecord(at=AT, requester="r", query=f"q{i}")
-                                      for i in range(usage))))
 
 
 def test_compact_topics_leave_defaults_out_and_keep_the_version() -> None:

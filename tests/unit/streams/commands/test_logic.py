@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memstream.sinks.ports import VectorQuery
 from memstream.streams.commands.logic import CommandRejected, run_commands
 from memstream.streams.core.retrieval import search
 from memstream.streams.core.working_memory import UnknownWorkingMemoryIds
@@ -185,7 +186,8 @@ async def test_delete_cube_erases_the_cube_and_only_it(tmp_path: Path) -> None:
         "cube erased: 3 nodes, 3 vectors, 0 cached embeddings; left: 0 nodes, 0 vectors, "
         "0 cached embeddings")
     assert await deps.query.count_by_type(CUBE, status=None) == {}
-    assert not await deps.query.vector_search(CUBE, [1.0] + [0.0] * 383, 10, status=None)
+    anywhere = VectorQuery([1.0] + [0.0] * 383, 10, status=None)
+    assert not await deps.query.vector_search(CUBE, anywhere)
     assert [n.id for n in await deps.query.all_of_type("dave", "LongTermMemory")] == [kept[0].id]
 
 

@@ -15,17 +15,13 @@ from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ExtractedMemory, SearchRequest
 from tests.support.doubles import memory_deps, record, remember
+from tests.support.facts import FACTS
 from tests.support.paths import DATA
 
 CUBE = "bob"
 SUBJECTS: dict[str, list[str]] = json.loads(
     (DATA / "three_subjects.json").read_text(encoding="utf-8"))[
         "subjects"]
-FACTS = ("The user is allergic to peanuts.",
-         "The user's sister plays the violin in an orchestra.",
-         "The user works as a nurse at a hospital in Oslo.",
-         "The user drives an old red Volvo to work.",
-         "The user's favourite dish is mushroom risotto.")
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 
 

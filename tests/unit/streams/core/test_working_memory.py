@@ -14,15 +14,10 @@ from memstream.topics.events import ExtractedMemory
 from memstream.topics.ids import working_copy_id
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from tests.support.doubles import memory_deps, records, remember
+from tests.support.facts import FACTS_WITH_DIET as FACTS
 
 CUBE = "dana"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
-FACTS = ("The user is allergic to peanuts.",
-         "The user's sister plays the violin in an orchestra.",
-         "The user works as a nurse at a hospital in Oslo.",
-         "The user drives an old red Volvo to work.",
-         "The user's favourite dish is mushroom risotto.",
-         "The user has been vegetarian since 2019.")
 
 
 async def working(deps: Deps) -> list[str]:

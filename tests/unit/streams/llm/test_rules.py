@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,10 @@ import pytest
 from memstream.streams import prompts as prompts_pkg
 from memstream.streams.llm.port import Task
 from memstream.streams.llm.rules import STAND_INS, RulesLLM, stand_in
-from memstream.streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement
+from memstream.streams.prompts.conflict import RELATION_JUDGE, JudgeContext
 from memstream.streams.prompts.fusion import FUSION, FusionContext
 from memstream.streams.prompts.scheduler import KEYWORDS, KeywordContext, KeywordResponse
-
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-T1 = T0 + timedelta(days=40)
-
-
-def mem(
-    text: str, at: datetime = T0, key: str = "", tags: list[str] | None = None
-) -> MemoryStatement:
-    return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
+from tests.support.statements import T1, mem
 
 
 async def test_rules_provider_runs_both_tasks() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.history.snapshots import is_slim
+from memstream.sinks.ports import VectorQuery
 from memstream.streams.llm.port import LLMError
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.memory.logic import add_memories
@@ -64,7 +65,7 @@ async def test_a_new_memory_is_stored_with_its_vector_and_a_working_copy(tmp_pat
     assert reorganize.op == "add" and reorganize.node_ids == (node.id,)
     # searchable by its vector right away
     query = (await deps.embedder.embed_queries(["peanut allergy"]))[0].tolist()
-    hits = await deps.store.search(CUBE, query, 1, memory_types=["LongTermMemory"])
+    hits = await deps.store.search(CUBE, VectorQuery(query, 1, memory_types=["LongTermMemory"]))
     assert [n.id for n, _ in hits] == [node.id]
 
 
@@ -141,7 +142,7 @@ async def test_with_a_model_a_newer_contradicting_statement_archives_the_older(
     working = await stored(deps, "WorkingMemory")
     assert [w.metadata.origin_id for w in working] == [active.id]
     query = (await deps.embedder.embed_queries(["Where does Alice live?"]))[0].tolist()
-    found = {n.id for n, _ in await deps.store.search(CUBE, query, 5)}
+    found = {n.id for n, _ in await deps.store.search(CUBE, VectorQuery(query, 5))}
     assert active.id in found and archived.id not in found
 
 

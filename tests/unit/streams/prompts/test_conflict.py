@@ -3,8 +3,6 @@ answers it accepts."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from pydantic import ValidationError
 
@@ -12,19 +10,9 @@ from memstream.streams.prompts.conflict import (
     RELATION_JUDGE,
     JudgeContext,
     JudgeResponse,
-    MemoryStatement,
     render,
 )
-
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-T1 = T0 + timedelta(days=40)
-
-
-def mem(
-    text: str, at: datetime = T0, key: str = "", tags: list[str] | None = None
-) -> MemoryStatement:
-    return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
-
+from tests.support.statements import T0, T1, judge_context, mem
 
 # --------------------------------------------------------------------------- response models
 
@@ -58,17 +46,8 @@ def test_judge_prompt_shows_both_statements_labels_and_language_rule() -> None:
     assert messages == RELATION_JUDGE.render(ctx)
 
 
-def ctx(old: str, new: str, similarity: float = 0.95, old_entities: tuple[str, ...] = (),
-        new_entities: tuple[str, ...] = ()) -> JudgeContext:
-    return JudgeContext(
-        existing=MemoryStatement(text=old, entities=list(old_entities), updated_at=T0),
-        new=MemoryStatement(text=new, entities=list(new_entities),
-                            updated_at=T0 + timedelta(days=30)),
-        similarity=similarity, merge_threshold=0.92)
-
-
 def test_the_model_prompt_says_different_subjects_are_independent_and_shows_entities() -> None:
-    system, user = render(ctx("Anna lives in Paris.", "Boris lives in Rome.", 0.9,
+    system, user = render(judge_context("Anna lives in Paris.", "Boris lives in Rome.", 0.9,
                               ("Anna", "Paris"), ("Boris", "Rome")))
     assert "different subjects they are independent" in system["content"]
     assert "entities: Anna, Paris" in user["content"]

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from pydantic import ValidationError
 
-from memstream.streams.prompts.conflict import MemoryStatement
 from memstream.streams.prompts.fusion import FUSION, FusionContext, FusionResponse
-
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-T1 = T0 + timedelta(days=40)
-
-
-def mem(
-    text: str, at: datetime = T0, key: str = "", tags: list[str] | None = None
-) -> MemoryStatement:
-    return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
+from tests.support.statements import T0, T1, mem
 
 
 def test_fusion_response_needs_text_and_splits_tag_strings() -> None:

@@ -15,7 +15,6 @@ from memstream.streams.prompts.search import (
     GOAL_PARSER,
     GoalContext,
     GoalResponse,
-    ReasonerCandidate,
     ReasonerContext,
     ReasonerResponse,
     fallback_ids_from_text,
@@ -23,12 +22,7 @@ from memstream.streams.prompts.search import (
     render_reasoner,
 )
 from tests.fakes.openai_server import Reply, ScriptedOpenAI, last_user_message
-
-NOW = datetime(2025, 5, 2, 18, 30, tzinfo=UTC)
-
-
-def goal(query: str, **kw: object) -> GoalContext:
-    return GoalContext.model_validate({"query": query, "now": NOW, **kw})
+from tests.support.searcher import CANDIDATES, IDS, goal
 
 
 def valid_goal(**overrides: object) -> dict[str, object]:
@@ -137,14 +131,6 @@ async def test_goal_parser_with_six_rephrasings_is_retried_with_feedback(
 
 
 # --------------------------------------------------------------------------- reasoner
-
-IDS = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"memstream-test-{n}")) for n in range(1, 6)]
-CANDIDATES = [
-    ReasonerCandidate(id=IDS[0], text="The user's flight to Lisbon is on May 14."),
-    ReasonerCandidate(id=IDS[1], text="The user is vegetarian."),
-    ReasonerCandidate(id=IDS[2], text="The user booked flights to Lisbon and Porto."),
-    ReasonerCandidate(id=IDS[3], text="用户的航班是5月14日。"),
-]
 
 
 def test_reasoner_response_accepts_common_shapes() -> None:

@@ -23,15 +23,10 @@ from memstream.topics.events import (
 )
 from memstream.topics.settings import Settings
 from tests.support.doubles import ManualClock, ScriptedLLM, events_of, memory_deps, record, remember
+from tests.support.facts import FACTS_WITH_DIET as FACTS
 
 CUBE = "dana"
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
-FACTS = ("The user is allergic to peanuts.",
-         "The user's sister plays the violin in an orchestra.",
-         "The user works as a nurse at a hospital in Oslo.",
-         "The user drives an old red Volvo to work.",
-         "The user's favourite dish is mushroom risotto.",
-         "The user has been vegetarian since 2019.")
 NO_NEED = DecisionResponse(need_retrieval=False, reason="working memory is enough")
 
 

@@ -32,13 +32,9 @@ from memstream.topics.models import Edge, MemoryItem, MemoryMetadata
 from memstream.topics.registry import REPLIES, REQUESTS
 from memstream.topics.settings import LimitsSettings
 from tests.support.doubles import memory_deps, record, remember
+from tests.support.facts import FACTS
 
 CUBE = "bob"
-FACTS = ("The user is allergic to peanuts.",
-         "The user's sister plays the violin in an orchestra.",
-         "The user works as a nurse at a hospital in Oslo.",
-         "The user drives an old red Volvo to work.",
-         "The user's favourite dish is mushroom risotto.")
 ME: dict[str, Any] = {"user_id": CUBE, "cube_id": CUBE}
 
 

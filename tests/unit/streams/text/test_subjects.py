@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from memstream.streams.llm.rules import stand_in
-from memstream.streams.prompts.conflict import RELATION_JUDGE, JudgeContext, MemoryStatement
+from memstream.streams.prompts.conflict import RELATION_JUDGE
 from memstream.streams.text.subjects import compare, different_subjects, subject_of
-from tests.support.paths import DATA
-
-NEAR_MISS = DATA / "near_miss_pairs.jsonl"
-PAIRS = [json.loads(line) for line in NEAR_MISS.read_text(encoding="utf-8").splitlines() if line]
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-
-
-def ctx(old: str, new: str, similarity: float = 0.95, old_entities: tuple[str, ...] = (),
-        new_entities: tuple[str, ...] = ()) -> JudgeContext:
-    return JudgeContext(
-        existing=MemoryStatement(text=old, entities=list(old_entities), updated_at=T0),
-        new=MemoryStatement(text=new, entities=list(new_entities),
-                            updated_at=T0 + timedelta(days=30)),
-        similarity=similarity, merge_threshold=0.92)
-
+from tests.support.statements import NEAR_MISS_PAIRS, judge_context
 
 # Near-miss classes about one subject: the judge, not the subject guard, keeps them.
 SAME_SUBJECT_KINDS = {"plan-vs-residence", "trip-vs-home", "different-time"}
@@ -32,13 +15,13 @@ SAME_SUBJECT_KINDS = {"plan-vs-residence", "trip-vs-home", "different-time"}
 
 def test_the_subject_guard_catches_every_near_miss_pair_about_different_subjects() -> None:
     """The add stage's guard (before any judge, model or rules) holds on its own."""
-    missed = [(p["old"], p["new"]) for p in PAIRS if p["kind"] not in SAME_SUBJECT_KINDS
+    missed = [(p["old"], p["new"]) for p in NEAR_MISS_PAIRS if p["kind"] not in SAME_SUBJECT_KINDS
               and different_subjects(p["old"], p["new"]) is None]
     assert missed == []
 
 
 def test_the_near_miss_set_has_every_same_subject_class_in_each_language() -> None:
-    classes = {(p["kind"], p["lang"]) for p in PAIRS if p["kind"] in SAME_SUBJECT_KINDS}
+    classes = {(p["kind"], p["lang"]) for p in NEAR_MISS_PAIRS if p["kind"] in SAME_SUBJECT_KINDS}
     assert classes == {(k, lang) for k in SAME_SUBJECT_KINDS for lang in ("en", "zh", "mixed")}
 
 
@@ -55,7 +38,7 @@ def test_the_near_miss_set_has_every_same_subject_class_in_each_language() -> No
 ])
 def test_same_subject_changes_still_contradict(old: str, new: str) -> None:
     assert different_subjects(old, new) is None
-    assert stand_in(RELATION_JUDGE)(ctx(old, new, 0.9)).relation == "contradictory"
+    assert stand_in(RELATION_JUDGE)(judge_context(old, new, 0.9)).relation == "contradictory"
 
 
 @pytest.mark.parametrize(("old", "new"), [
@@ -108,6 +91,6 @@ def test_metadata_entities_stand_in_for_a_pronoun() -> None:
                                 ["Anna", "Paris"], ["Boris", "Rome"])
     assert reason is not None and "anna" in reason
     assert different_subjects("She lives in Paris.", "Anna moved to Rome.", ["Anna"], []) is None
-    answer = stand_in(RELATION_JUDGE)(ctx("She lives in Paris.", "He lives in Rome.", 0.95,
-                                      ("Anna",), ("Boris",)))
+    answer = stand_in(RELATION_JUDGE)(judge_context("She lives in Paris.", "He lives in Rome.",
+                                                    0.95, ("Anna",), ("Boris",)))
     assert answer.relation == "independent"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,14 +14,12 @@ from memstream.streams.prompts.conflict import (
     RELATION_JUDGE,
     JudgeContext,
     JudgeResponse,
-    MemoryStatement,
     Relation,
 )
 from tests.support.paths import DATA
+from tests.support.statements import NEAR_MISS_PAIRS, T0, T1, judge_context, mem
 
 MERGES = DATA / "merge_pairs.jsonl"
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-T1 = T0 + timedelta(days=40)
 MERGE = 0.92
 
 # Measured with bench/merge_quality.py on the 159 pairs: 93.7% total (en 93.3%, zh 94.2%),
@@ -32,12 +29,6 @@ MERGE = 0.92
 ACCURACY_FLOOR = 0.90
 PER_LANGUAGE_FLOOR = 0.87
 MAX_DESTRUCTIVE_ERRORS = 2
-
-
-def mem(
-    text: str, at: datetime = T0, key: str = "", tags: list[str] | None = None
-) -> MemoryStatement:
-    return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
 
 
 def judge(old: str, new: str, similarity: float = 0.95) -> JudgeResponse:
@@ -244,29 +235,17 @@ def test_rules_judge_rarely_merges_independent_facts(
     assert len(destructive) <= MAX_DESTRUCTIVE_ERRORS, destructive
 
 
-NEAR_MISS = DATA / "near_miss_pairs.jsonl"
-PAIRS = [json.loads(line) for line in NEAR_MISS.read_text(encoding="utf-8").splitlines() if line]
-
-
-def ctx(old: str, new: str, similarity: float = 0.95, old_entities: tuple[str, ...] = (),
-        new_entities: tuple[str, ...] = ()) -> JudgeContext:
-    return JudgeContext(
-        existing=MemoryStatement(text=old, entities=list(old_entities), updated_at=T0),
-        new=MemoryStatement(text=new, entities=list(new_entities),
-                            updated_at=T0 + timedelta(days=30)),
-        similarity=similarity, merge_threshold=0.92)
-
-
 def test_the_near_miss_set_is_large_labelled_and_bilingual() -> None:
-    assert sum(p["lang"] == "en" for p in PAIRS) >= 80
-    assert sum(p["lang"] == "zh" for p in PAIRS) >= 40
-    assert {p["label"] for p in PAIRS} == {"independent"}
-    assert len({(p["old"], p["new"]) for p in PAIRS}) == len(PAIRS)
+    assert sum(p["lang"] == "en" for p in NEAR_MISS_PAIRS) >= 80
+    assert sum(p["lang"] == "zh" for p in NEAR_MISS_PAIRS) >= 40
+    assert {p["label"] for p in NEAR_MISS_PAIRS} == {"independent"}
+    assert len({(p["old"], p["new"]) for p in NEAR_MISS_PAIRS}) == len(NEAR_MISS_PAIRS)
 
 
 @pytest.mark.parametrize("similarity", [0.81, 0.92, 0.99])
 def test_the_rules_judge_keeps_every_near_miss_pair_independent(similarity: float) -> None:
-    wrong = [(p["old"], p["new"], answer.relation) for p in PAIRS
-             if (answer := stand_in(RELATION_JUDGE)(ctx(p["old"], p["new"], similarity))).relation
+    rules_judge = stand_in(RELATION_JUDGE)
+    wrong = [(p["old"], p["new"], answer.relation) for p in NEAR_MISS_PAIRS
+             if (answer := rules_judge(judge_context(p["old"], p["new"], similarity))).relation
              != "independent"]
     assert wrong == []

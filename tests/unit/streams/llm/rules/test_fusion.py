@@ -3,20 +3,10 @@ merge, and with which tags."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from memstream.streams.llm.rules import stand_in
 from memstream.streams.prompts.conflict import MemoryStatement, Relation
 from memstream.streams.prompts.fusion import FUSION, FusionContext, FusionResponse
-
-T0 = datetime(2024, 3, 1, 8, 30, tzinfo=UTC)
-T1 = T0 + timedelta(days=40)
-
-
-def mem(
-    text: str, at: datetime = T0, key: str = "", tags: list[str] | None = None
-) -> MemoryStatement:
-    return MemoryStatement(text=text, key=key, tags=tags or [], updated_at=at)
+from tests.support.statements import T0, T1, mem
 
 
 def fuse(existing: MemoryStatement, new: MemoryStatement, rel: Relation) -> FusionResponse:

@@ -3,9 +3,6 @@ reasoner's selection."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-
 import pytest
 
 from memstream.streams.llm.rules import RulesLLM
@@ -13,18 +10,10 @@ from memstream.streams.llm.rules.search import rules_goal, rules_reasoner
 from memstream.streams.prompts.search import (
     GOAL_PARSER,
     REASONER,
-    GoalContext,
     GoalResponse,
-    ReasonerCandidate,
     ReasonerContext,
 )
-
-NOW = datetime(2025, 5, 2, 18, 30, tzinfo=UTC)
-
-
-def goal(query: str, **kw: object) -> GoalContext:
-    return GoalContext.model_validate({"query": query, "now": NOW, **kw})
-
+from tests.support.searcher import CANDIDATES, IDS, goal
 
 # --------------------------------------------------------------------------- rules_goal
 
@@ -83,14 +72,6 @@ async def test_goal_parser_runs_through_the_rules_provider() -> None:
 
 
 # --------------------------------------------------------------------------- reasoner
-
-IDS = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"memstream-test-{n}")) for n in range(1, 6)]
-CANDIDATES = [
-    ReasonerCandidate(id=IDS[0], text="The user's flight to Lisbon is on May 14."),
-    ReasonerCandidate(id=IDS[1], text="The user is vegetarian."),
-    ReasonerCandidate(id=IDS[2], text="The user booked flights to Lisbon and Porto."),
-    ReasonerCandidate(id=IDS[3], text="用户的航班是5月14日。"),
-]
 
 
 def test_rules_reasoner_keeps_candidates_sharing_a_keyword_in_rank_order() -> None:
