@@ -28,8 +28,6 @@ SCHEME = "ms-aesgcm-1"  # the whole-value JSON envelope
 PREFIX = b'{"enc":"' + SCHEME.encode() + b'"'
 MAGIC = b"\x00s2"
 _NONCE = 12
-_key = data_key
-_unreadable = unreadable
 
 
 def is_legacy(raw: bytes | str) -> bool:
@@ -56,7 +54,7 @@ def _whole_sealed(raw: bytes | str) -> bool:
 def seal_value(cube_id: str, plaintext: bytes) -> bytes:
     """``plaintext`` sealed in the binary form (as is when no key directory is active): only
     tests write it now, to check that such records are still read."""
-    key = _key(cube_id, create=True)
+    key = data_key(cube_id, create=True)
     if key is None:
         return plaintext
     cube = cube_id.encode()
@@ -72,16 +70,16 @@ def _unseal_binary(raw: bytes) -> bytes:
     try:
         cube = raw[start:start + size].decode()
     except UnicodeDecodeError:
-        raise _unreadable("a sealed value that is not well formed", raw) from None
+        raise unreadable("a sealed value that is not well formed", raw) from None
     if len(rest) <= _NONCE:
-        raise _unreadable("a sealed value that is not well formed", raw)
-    key = _key(cube, create=False)
+        raise unreadable("a sealed value that is not well formed", raw)
+    key = data_key(cube, create=False)
     if key is None:
-        raise _unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
+        raise unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
     try:
         return AESGCM(key).decrypt(rest[:_NONCE], rest[_NONCE:], head)
     except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
-        raise _unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
+        raise unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
             from None
 
 
@@ -89,7 +87,7 @@ def _inflate(data: bytes | str) -> bytes | str:
     try:
         return inflate(data)
     except Unreadable as exc:
-        raise _unreadable(str(exc), data) from None
+        raise unreadable(str(exc), data) from None
 
 
 def unseal_v1(raw: bytes | str) -> bytes:
@@ -98,12 +96,12 @@ def unseal_v1(raw: bytes | str) -> bytes:
         cube = str(envelope["cube"])
         nonce, ct = base64.b64decode(envelope["n"]), base64.b64decode(envelope["ct"])
     except (ValueError, KeyError, TypeError):
-        raise _unreadable("a sealed value that is not well formed", raw) from None
-    key = _key(cube, create=False)
+        raise unreadable("a sealed value that is not well formed", raw) from None
+    key = data_key(cube, create=False)
     if key is None:
-        raise _unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
+        raise unreadable(f"cube {cube!r} was erased (its data key is destroyed)", raw)
     try:
         return AESGCM(key).decrypt(nonce, ct, cube.encode())
     except Exception:  # noqa: BLE001 - InvalidTag: another key (a cube erased and re-created)
-        raise _unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
+        raise unreadable(f"cube {cube!r}: sealed with a key that no longer exists", raw) \
             from None

@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream.local.broker import NoidaBroker
-from memstream.local.falkordb import FalkorDBServer
 from memstream.topics.events import DumpCube
 from tests.e2e.test_erasure import read_everything
 from tests.e2e.test_erasure_on_disk import files_holding
 from tests.support.cli import pipeline_env, run_cli
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.pipeline import Pipeline, sealed_local_pipeline
 
 EN = "Zephyrine keeps her grandmother's brass astrolabe in a violet hatbox."
 ZH = "我把祖母的铜制星盘藏在紫色帽盒里，只有泽菲琳知道。"
@@ -29,13 +27,8 @@ KEPT = "Olga waters the ficus on Mondays."
 
 @pytest_asyncio.fixture
 async def local(tmp_path: Path) -> AsyncIterator[Pipeline]:
-    data = tmp_path / "data"
-    async with NoidaBroker(data / "broker") as bootstrap, \
-            FalkorDBServer(data / "falkordb") as falkordb:
-        settings = pipeline_settings(data, bootstrap, falkordb.uri, erasure={"enabled": True},
-                                     reorganize={"optimize_interval_s": 3600})
-        async for p in run_pipeline(settings):
-            yield p
+    async for p in sealed_local_pipeline(tmp_path):
+        yield p
 
 
 def erasing_env(p: Pipeline) -> dict[str, str]:

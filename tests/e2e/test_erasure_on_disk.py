@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from memstream.local.broker import NoidaBroker
-from memstream.local.falkordb import FalkorDBServer
 from memstream.topics.events import DeleteCube, DeleteNodes
 from tests.e2e.test_erasure import read_everything
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.pipeline import Pipeline, sealed_local_pipeline
 
 EN = "Zephyrine keeps her grandmother's brass astrolabe in a violet hatbox."
 ZH = "我把祖母的铜制星盘藏在紫色帽盒里，只有泽菲琳知道。"
@@ -49,13 +47,8 @@ def files_holding(root: Path, needles: tuple[str, ...]) -> dict[str, list[str]]:
 
 @pytest_asyncio.fixture
 async def local(tmp_path: Path) -> AsyncIterator[Pipeline]:
-    data = tmp_path / "data"
-    async with NoidaBroker(data / "broker") as bootstrap, \
-            FalkorDBServer(data / "falkordb") as falkordb:
-        settings = pipeline_settings(data, bootstrap, falkordb.uri, erasure={"enabled": True},
-                                     reorganize={"optimize_interval_s": 3600})
-        async for p in run_pipeline(settings):
-            yield p
+    async for p in sealed_local_pipeline(tmp_path):
+        yield p
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 
 from memstream.client.client import MemoryClient
+from memstream.local.broker import NoidaBroker
 from memstream.local.falkordb import FalkorDBServer
 from memstream.streams.runtime.stage import Clock, Deps
 from memstream.streams.worker import Worker
@@ -103,3 +104,15 @@ async def facts_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[Memor
             if node.metadata.hierarchy_level == "fact" and node.metadata.type != "reasoning":
                 out.setdefault(node.metadata.status, []).append(node)
     return out
+
+
+async def sealed_local_pipeline(tmp_path: Path) -> AsyncIterator[Pipeline]:
+    """A pipeline on its own broker and FalkorDB under ``tmp_path/data``, erasure on and the
+    optimizer's timer out of the way: what the erasure tests scan, file by file."""
+    data = tmp_path / "data"
+    async with NoidaBroker(data / "broker") as bootstrap, \
+            FalkorDBServer(data / "falkordb") as falkordb:
+        settings = pipeline_settings(data, bootstrap, falkordb.uri, erasure={"enabled": True},
+                                     reorganize={"optimize_interval_s": 3600})
+        async for p in run_pipeline(settings):
+            yield p
