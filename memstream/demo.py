@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 
 from memstream.client.client import MemoryClient
@@ -65,8 +66,13 @@ async def _search_and_refresh(client: MemoryClient, console: Console) -> None:
     except TimeoutError:
         console.print("  (no refresh: working memory already covered the question)")
     else:
+        # an episode is several lines: each under the first, not at the margin
+        listing = Table.grid(padding=(0, 1))
+        listing.add_column(justify="right")
+        listing.add_column()
         for i, item in enumerate(await client.working_memory(DEMO_USER), 1):
-            console.print(f"  {i}. {item.memory}")
+            listing.add_row(f"{i}.", item.memory)
+        console.print(Padding(listing, (0, 0, 0, 2)), highlight=False)
     finally:
         first.cancel()
         await updates.aclose()
