@@ -206,7 +206,8 @@ async def add_input(settings: Settings, console: Console, file: Path | None, tex
     async with MemoryClient(settings) as client:
         before = await _count_before(client, user_id, cube) if wait else 0
         marks = await mark(client) if wait else {}
-        with Progress(*columns, console=console, transient=True) as progress:
+        with Progress(*columns, console=console, transient=True,
+                      disable=not console.is_terminal) as progress:  # no blank line in a pipe
             sent = progress.add_task("published", total=len(chunks))
             tokens: list[WriteToken] = []
             for chunk in chunks:
