@@ -36,7 +36,7 @@ from memstream.topics.settings import GraphSettings, KafkaSettings, Settings
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 20
+ROUNDS = 12
 CUBES = [f"cube-{i}" for i in range(5)]
 
 
@@ -184,7 +184,7 @@ async def test_sigkilled_broker_never_comes_back_empty_and_losses_are_reported(
                          settings.data_dir, settings.kafka.log_watch_s,
                          lambda: preserve(broker_dir)))]
             began = time.monotonic()
-            await asyncio.sleep(rng.uniform(0.3, 4.0))  # kill at a varied point
+            await asyncio.sleep(rng.uniform(0.3, 3.0))  # kill at a varied point
             pid = recorded_pid(broker_dir)
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
