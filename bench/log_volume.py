@@ -188,6 +188,7 @@ class FileRecords:
     batch_chars: int = 0
     batch_bytes: int = 0
     batches: int = 0
+    by_topic: dict[str, list[int]] = field(default_factory=dict)  # name: [batches, bytes]
 
 
 def file_records(path: Path) -> FileRecords:
@@ -197,11 +198,14 @@ def file_records(path: Path) -> FileRecords:
     with contextlib.suppress(OSError, ValueError):
         text = path.read_bytes()
         out.file_chars = len(text)
-        for _name, topic in json.loads(text).get("topics", []):
+        for name, topic in json.loads(text).get("topics", []):
+            mine = out.by_topic.setdefault(name, [0, 0])
             for _pid, part in topic.get("partitions", []):
                 for _offset, batch in part.get("record_batches", []):
                     out.batches += 1
                     out.batch_bytes += len(batch)
+                    mine[0] += 1
+                    mine[1] += len(batch)
                     out.batch_chars += len(json.dumps(batch, separators=(",", ":")))
     return out
 
@@ -346,6 +350,10 @@ async def run(args: argparse.Namespace) -> None:
           f"Kafka broker keeps them, compressed by the producer): {on_disk / 1024:.2f} KB "
           f"({on_disk / GOAL_PER_TURN:.2f}x the goal of 8 KB); in the embedded broker's file "
           f"{f.file_chars / turns / 1024:.2f} KB")
+    print("record batches by topic: " + ", ".join(
+        f"{name.split('.', 1)[-1]} {n} ({size / 1024:.0f} KB)"
+        for name, (n, size) in sorted(f.by_topic.items(), key=lambda kv: -kv[1][1])
+        if n))
     print("\nbroker file by part (KB): " + ", ".join(
         f"{k} {v / 1024:.0f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])[:12]))
 

@@ -93,6 +93,7 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_compression_type=k.producer_compression,
+        producer_linger=k.linger_ms / 1000,
         loghandlers=[],
     )
     bound = BoundTopics(app=app, settings=settings, bootstrap=bootstrap)

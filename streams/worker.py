@@ -15,6 +15,8 @@ from types import TracebackType
 import faust
 from threadpoolctl import threadpool_limits
 
+from memstream.archive.archiver import archive_forever
+from memstream.archive.archiver import enabled as archive_enabled
 from memstream.history.log_index import index_group
 from memstream.kafka import tracing
 from memstream.kafka.admin import ensure_topics, worker_lag
@@ -159,6 +161,12 @@ class Worker:
                 await trim_forever(s, self.bootstrap, s.worker.trim_interval_s)
 
             self.app.task(trim)
+        if archive_enabled(s, self.bootstrap):
+
+            async def archive() -> None:  # the log's older records off the broker's file
+                await archive_forever(s, self.bootstrap)
+
+            self.app.task(archive)
         if s.kafka.log_watch_s > 0:
             from memstream.local.broker import LOOPBACK, broker_data_dir
             from memstream.local.broker_snapshot import preserve

@@ -67,6 +67,9 @@ class KafkaSettings(BaseModel):
     # consumer in any language opens them): gzip needs no codec library in any client, and
     # the embedded broker keeps a batch as it came, compressed. "none" sends them as they are.
     compression_type: Literal["gzip", "none"] = "gzip"
+    # A worker's producer waits this long for more records before it closes a batch, so a
+    # stage's outputs for one input share a batch and compress together.
+    linger_ms: int = Field(default=10, ge=0, le=1000)
     # A worker records the retained topics' end offsets this often (``<data_dir>/
     # log-ends.json``), so a broker that comes back with fewer records is noticed; 0: never.
     log_watch_s: float = Field(default=0.5, ge=0)
@@ -405,6 +408,25 @@ class ErasureSettings(BaseModel):
 
     enabled: bool | None = None
     key_dir: Path | None = None  # None: <data_dir>/keys
+class ArchiveSettings(BaseModel):
+    """Tiered storage of the log (``memstream/archive/``, docs/archive.md): the worker moves
+    the retained topics' records older than ``after_s`` from the embedded broker into
+    segment files under ``<data_dir>/archive`` and deletes them from the broker, so the
+    broker's file — rewritten whole about once a second — stays the size of a window, not of
+    the history. Queue topics (reorganize, schedule, activation memory) are deleted from the
+    broker once every consumer group has passed them and they are older than ``after_s``."""
+
+    # auto: with the embedded broker only (a Kafka cluster keeps its log with retention
+    # and tiered storage of its own); always / never.
+    enabled: Literal["auto", "always", "never"] = "auto"
+    after_s: float = Field(default=600.0, ge=0)  # records younger than this stay on the broker
+    every_s: float = Field(default=60.0, gt=0)  # how often the worker looks
+    # fewer records older than the window wait for more (no tiny segments), unless the
+    # oldest of them is older than a day
+    min_records: int = Field(default=1000, ge=1)
+    segment_records: int = Field(default=50_000, ge=1)  # the most records in one segment
+
+
 class MetricsSettings(BaseModel):
     """The worker's Prometheus endpoint (``/metrics``) and its samplers."""
 
@@ -471,6 +493,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = LimitsSettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
     erasure: ErasureSettings = ErasureSettings()
+    archive: ArchiveSettings = ArchiveSettings()  # tiered storage of the log (docs/archive.md)
 
     @property
     def erasure_key_dir(self) -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from memstream.archive.reading import archived, seek_past_archive
 from memstream.kafka.compat import start_or_release, stop_within
 from memstream.topics.legacy import MAGIC, PREFIX
 from memstream.topics.sealing import is_sealed, key_id, unseal
@@ -214,9 +215,14 @@ async def read_log(settings: Settings, bootstrap: str, cubes: set[str] | None,
         if not tps:
             return found
         consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
-        remaining = {tp for tp in tps if ends[tp] > 0}
+        for tp in tps:  # the archived records first (segment files), then the broker's
+            for msg in archived(settings, tp):
+                if msg.value is not None:
+                    _count(found, settings, tp.topic, msg.key, msg.value, cubes, probes,
+                           sample)
+        at = await seek_past_archive(consumer, settings, tps)
+        remaining = {tp for tp in tps if ends[tp] > at[tp]}
         last = time.monotonic()
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)

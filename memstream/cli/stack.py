@@ -169,6 +169,7 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
+    from memstream.archive.segments import Archive
     from memstream.cli.worker_metrics import summary_json, summary_table
     from memstream.kafka.admin import worker_lag
     from memstream.local.log_report import status_lines, status_report
@@ -185,6 +186,7 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
         print_json({"data_dir": str(settings.data_dir), "broker": bootstrap,
                      "graph": settings.graph.uri or st.graph, "worker_pid": st.worker_pid,
                      "notes": st.notes, "log": await status_report(settings, bootstrap),
+                     "archive": Archive(settings.data_dir).summary(),
                      "lag": {t: sum(p.values()) for t, p in sorted(lag.items()) if p},
                      "metrics": await summary_json(metrics_url) if metrics_url else None})
         return
@@ -202,6 +204,7 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
     table.add_row("worker", worker)
     log_lines = status_lines(await status_report(settings, bootstrap))
     table.add_row("log", log_lines[0])
+    table.add_row("archive", Archive(settings.data_dir).describe())
     console.print(table)
     for line in log_lines[1:]:
         console.print(line, highlight=False)

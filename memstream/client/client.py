@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 from pydantic import BaseModel, ValidationError
 
+from memstream.archive.reading import archived, seek_past_archive
 from memstream.client.replies import ReplyListener
 from memstream.client.workers import GroupMembers, WorkerProbe
 from memstream.history import indexed as provenance_read
@@ -513,12 +514,19 @@ class MemoryClient:
                 parts = consumer.partitions_for_topic(name) or set()
             tps = [TopicPartition(name, p) for p in sorted(parts)]
             consumer.assign(tps)
+            ends = await consumer.end_offsets(tps) if until_end else {}
+            at: dict[TopicPartition, int] = {}
             if from_beginning:
-                await consumer.seek_to_beginning(*tps)
+                for tp in tps:  # the archived records first, then the broker's (one log)
+                    for msg in archived(self.settings, tp):
+                        event = self._decoded(spec, msg)
+                        if event is not None and (
+                                cube_id is None or getattr(event, "cube_id", None) == cube_id):
+                            yield event
+                at = await seek_past_archive(consumer, self.settings, tps)
             else:
                 await consumer.seek_to_end(*tps)
-            ends = await consumer.end_offsets(tps) if until_end else {}
-            remaining = {tp for tp in tps if ends.get(tp, 1) > 0}
+            remaining = {tp for tp in tps if ends.get(tp, 1) > at.get(tp, 0)}
             last_records = time.monotonic()
             while remaining:
                 batch = await consumer.getmany(*remaining, timeout_ms=1000)
@@ -532,18 +540,22 @@ class MemoryClient:
                     for msg in msgs:
                         if until_end and msg.offset >= ends[tp]:
                             break
-                        try:
-                            event = spec.decode(msg.value or b"")
-                        except ValidationError as exc:
-                            log.warning("skipping undecodable %s record at %d: %s", name,
-                                        msg.offset, exc)
-                            continue
-                        if cube_id is None or getattr(event, "cube_id", None) == cube_id:
+                        event = self._decoded(spec, msg)
+                        if event is not None and (
+                                cube_id is None or getattr(event, "cube_id", None) == cube_id):
                             yield event
                     if until_end and await consumer.position(tp) >= ends[tp]:
                         remaining.discard(tp)
         finally:
             await stop_within(consumer, "history consumer")
+
+    def _decoded(self, spec: TopicSpec, msg: Any) -> BaseModel | None:
+        try:
+            return spec.decode(msg.value or b"")
+        except ValidationError as exc:
+            log.warning("skipping undecodable %s record at %d: %s",
+                        spec.name(self.settings), msg.offset, exc)
+            return None
 
     async def redrive(self, letter: DeadLetter) -> WriteToken:
         """Publish a dead letter's original payload again to its original topic (after the

@@ -16,11 +16,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from memstream.archive.reading import archived, seek_past_archive
 from memstream.history.derived import COPY_NAMING, as_copy, member_of, premise_of
 from memstream.history.snapshots import is_slim, restore
 from memstream.kafka.compat import mark_latency_sensitive
@@ -370,29 +371,35 @@ async def read_log(client: MemoryClient, specs: Sequence[TopicSpec], cube_id: st
         if not tps:
             return out
         consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
-        remaining = {tp for tp in tps if ends[tp] > 0}
+
+        def take(tp: TopicPartition, record: Any) -> None:
+            spec = names[tp.topic]
+            if key is not None and record.key is not None and record.key != key:
+                return
+            if keep is not None and not keep(record.value or b""):
+                return
+            try:
+                event = spec.decode(record.value or b"")
+            except ValidationError as exc:
+                log.warning("skipping undecodable %s record at %d: %s", tp.topic,
+                            record.offset, exc)
+                return
+            if isinstance(event, Event) and (cube_id is None or event.cube_id == cube_id):
+                out[spec.suffix].append(event)
+
+        for tp in tps:  # the archived records first, then the broker's (one log)
+            for record in archived(client.settings, tp, key=key):
+                take(tp, record)
+        at = await seek_past_archive(consumer, client.settings, tps)
+        remaining = {tp for tp in tps if ends[tp] > at[tp]}
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=1000)
             for tp, records in batch.items():
-                spec = names[tp.topic]
                 for record in records:
                     if record.offset >= ends[tp]:
                         break
-                    if key is not None and record.key is not None and record.key != key:
-                        continue
-                    if keep is not None and not keep(record.value or b""):
-                        continue
-                    try:
-                        event = spec.decode(record.value or b"")
-                    except ValidationError as exc:
-                        log.warning("skipping undecodable %s record at %d: %s", tp.topic,
-                                    record.offset, exc)
-                        continue
-                    if isinstance(event, Event) and (cube_id is None
-                                                     or event.cube_id == cube_id):
-                        out[spec.suffix].append(event)
+                    take(tp, record)
                 if await consumer.position(tp) >= ends[tp]:
                     remaining.discard(tp)
     finally:

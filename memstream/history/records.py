@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
+from memstream.archive.reading import archive_end, archived_at
 from memstream.history.log_index import index_group
 from memstream.kafka.compat import mark_latency_sensitive, start_or_release, stop_within
 from memstream.topics.events import Event
@@ -84,7 +85,13 @@ async def fetch(client: MemoryClient, cube_id: str,
             suffix, _, part = key.rpartition("|")
             spec = BY_SUFFIX[suffix]
             tp = TopicPartition(spec.name(client.settings), int(part))
-            for record in await _read_offsets(readers.fetcher, tp, offsets):
+            end = archive_end(client.settings, tp)  # below it the records are in segments
+            old = [o for o in offsets if o < end]
+            live = [o for o in offsets if o >= end]
+            values = [r.value or b"" for r in archived_at(client.settings, tp, old)]
+            if live:
+                values += await _read_offsets(readers.fetcher, tp, live)
+            for record in values:
                 try:
                     event = spec.decode(record)
                 except ValidationError as exc:

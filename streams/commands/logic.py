@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memstream.archive.segments import Archive
 from memstream.security.keys import destroy as destroy_key
 from memstream.sinks.dump import backup_cube, dump_cube, list_backups, load_cube
 from memstream.sinks.erasure import Left, left_of_cube, purge_deleted
@@ -149,6 +150,9 @@ async def erase_cube(cube_id: str, deps: Deps) -> Erased:
     await purge_deleted(deps.store, cube_id)  # and out of the stores' files
     # Last: the cube's records in every topic (and its scheduler state) become unreadable.
     shredded = destroy_key(cube_id)
+    # and out of the archived segments of the log, which memstream can rewrite (the broker's
+    # partitions it cannot: there the destroyed key is what erases)
+    Archive(deps.settings.data_dir).drop_keys({cube_id.encode()})
     # where its records sat in the log: unreadable now, so no reader needs them (and the
     # indexer, unable to open them any more, adds none back)
     await deps.store.graph.drop_log_refs(cube_id)

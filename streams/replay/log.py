@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 
+from memstream.archive.reading import archived, seek_past_archive
 from memstream.security.signing import SignatureRefused, Verifier
 from memstream.streams.runtime.stage import RawRecord, Record
 from memstream.streams.runtime.trust import verify_record
@@ -93,30 +94,38 @@ async def read_cube(settings: Settings, bootstrap: str, cube_id: str,
         tps = [await _partition_of(consumer, settings, spec, cube_id) for spec in specs]
         for rank, (spec, tp) in enumerate(zip(specs, tps, strict=True)):
             end = ends.get(tp.topic, 0)
+
+            def take(msg: Any, spec: TopicSpec = spec, tp: TopicPartition = tp,
+                     rank: int = rank) -> None:
+                if msg.key != cube_id.encode() or msg.value is None:
+                    return
+                try:
+                    value = spec.decode(msg.value)
+                except ValidationError:
+                    log.debug("replay: skipping undecodable %s@%d", tp.topic, msg.offset)
+                    return
+                if getattr(value, "cube_id", None) != cube_id:
+                    return
+                raw = RawRecord(tp.topic, tp.partition, msg.offset, msg.key, msg.value,
+                                tuple(msg.headers), msg.timestamp)
+                try:
+                    verify_record(verifier, raw, value)
+                except SignatureRefused:
+                    return
+                origin = Origin(topic=tp.topic, partition=tp.partition, offset=msg.offset)
+                found.append(LogRecord(spec, rank, msg.timestamp, Record(value, origin, raw)))
+
+            # the archived records first, then the broker's from where the archive ends
+            for msg in archived(settings, tp, stop=end, key=cube_id.encode()):
+                take(msg)
             consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
+            await seek_past_archive(consumer, settings, [tp])
             while end > 0 and await consumer.position(tp) < end:
                 batch = await consumer.getmany(tp, timeout_ms=1000, max_records=2000)
                 for msg in batch.get(tp, []):
                     if msg.offset >= end:
                         break
-                    if msg.key != cube_id.encode() or msg.value is None:
-                        continue
-                    try:
-                        value = spec.decode(msg.value)
-                    except ValidationError:
-                        log.debug("replay: skipping undecodable %s@%d", tp.topic, msg.offset)
-                        continue
-                    if getattr(value, "cube_id", None) != cube_id:
-                        continue
-                    raw = RawRecord(tp.topic, tp.partition, msg.offset, msg.key, msg.value,
-                                    tuple(msg.headers), msg.timestamp)
-                    try:
-                        verify_record(verifier, raw, value)
-                    except SignatureRefused:
-                        continue
-                    origin = Origin(topic=tp.topic, partition=tp.partition, offset=msg.offset)
-                    found.append(LogRecord(spec, rank, msg.timestamp, Record(value, origin, raw)))
+                    take(msg)
     finally:
         await consumer.stop()
     found.sort(key=lambda r: r.sort_key)

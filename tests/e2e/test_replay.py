@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from aiokafka import TopicPartition
 
+from memstream.archive.archiver import archive_once
 from memstream.kafka.progress import Progress
 from memstream.sinks.dump import export_cube
 from memstream.streams.replay import logic as replay_logic
@@ -180,6 +181,31 @@ async def test_replay_rebuilds_wiped_stores_exactly_and_twice_adds_nothing(
     assert view(again) == view(after)
     # The other cube was never touched.
     assert view(await export_cube(p.deps.store, "tomas")) == view(other)
+
+
+async def test_replay_reads_the_archived_and_the_live_log_as_one(
+    tmp_path: Path, kafka_broker: str, falkordb_uri: str,
+) -> None:
+    """Most of the cube's records moved off the broker into segment files, a few added after
+    stay on it: a replay over wiped stores rebuilds exactly what was there."""
+    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
+                                 reorganize={"optimize_interval_s": 3600},
+                                 archive={"min_records": 1})
+    async for p in run_pipeline(settings):
+        await feed(p, "nadia", "Nadia")
+        moved = await archive_once(p.settings, p.bootstrap, after_s=0)
+        assert moved.archived.get(MEMORY_ITEMS.name(p.settings), 0) >= 10, moved
+        token = await p.client.add_memories("nadia", ["Nadia keeps bees on her roof."])
+        await p.client.wait_applied(token, timeout=120)
+        await settle(p, "nadia")
+        before = await export_cube(p.deps.store, "nadia")
+        assert any("bees" in n.memory for n in before.nodes)  # the live part
+        token = await p.client.command(DropViews(user_id="nadia"))
+        await p.client.wait_applied(token, timeout=60)
+        assert not (await export_cube(p.deps.store, "nadia")).nodes
+
+        await replay(p, "nadia")
+        assert view(await export_cube(p.deps.store, "nadia")) == view(before)
 
 
 async def test_replay_from_a_point_keeps_the_views_and_applies_what_follows(

@@ -190,6 +190,7 @@ def test_the_contract_imports_only_itself() -> None:
     ("memstream.security", "memstream.streams"),
     ("memstream.kafka", "memstream.streams"),
     ("memstream.history", "memstream.streams"),
+    ("memstream.archive", "memstream.streams"),
     ("memstream.client", "memstream.streams"),
     ("memstream.sinks", "memstream.streams"),
     ("memstream.sinks", "memstream.cli"),
