@@ -41,6 +41,8 @@ from memstream.topics.settings import Settings
 
 log = logging.getLogger("memstream.app")
 
+FAUST_STALL_CHECK_OFF_S = 10 * 365 * 24 * 3600.0  # longer than any worker runs
+
 
 def _tolerate_unpositioned_partitions() -> None:
     """faust's livelock detector reads each partition's position, which aiokafka asserts is
@@ -95,6 +97,11 @@ def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopi
         producer_compression_type=k.producer_compression,
         producer_linger=k.linger_ms / 1000,
         loghandlers=[],
+        # faust's stall detector reports a slow partition that still moves as stopped
+        # ("Stream stopped processing, or is slow"); memstream's check replaces it
+        # (streams.runtime.stalls), so faust's never fires
+        stream_processing_timeout=FAUST_STALL_CHECK_OFF_S,
+        broker_commit_livelock_soft_timeout=FAUST_STALL_CHECK_OFF_S,
     )
     bound = BoundTopics(app=app, settings=settings, bootstrap=bootstrap)
     for spec in ALL_TOPICS:
@@ -130,6 +137,7 @@ def register_batch_agent(
         *[s.name(bound.settings) for s in specs],
         key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
     )
+    bound.stalls.watch(name, [s.name(bound.settings) for s in specs], stats)  # in turn
     queue = TurnQueue(bound.settings.worker.intake_queue)
     partitions = bound.settings.worker.partitions_at_once
 

@@ -19,7 +19,7 @@ from memstream.archive.archiver import archive_forever
 from memstream.archive.archiver import enabled as archive_enabled
 from memstream.history.log_index import index_group
 from memstream.kafka import tracing
-from memstream.kafka.admin import ensure_topics, worker_lag
+from memstream.kafka.admin import ensure_topics, worker_positions
 from memstream.kafka.compat import configure_fetch_pause, needs_pause
 from memstream.kafka.log_ends import LogWatch
 from memstream.kafka.members import remove_stale_members
@@ -197,7 +197,8 @@ class Worker:
         await self.indexer.start()  # where each cube's records sit in the log (provenance)
         if self.metrics is not None:
             self.metrics.bind(self.stats)
-            self.metrics_url = self.metrics.start(lambda: worker_lag(s, self.bootstrap))
+            self.metrics_url = self.metrics.start(lambda: worker_positions(s, self.bootstrap),
+                                                  self.bound.stalls)
         limit_blas_threads(s.worker.blas_threads)  # once the stores have loaded theirs
         freeze_startup_objects()  # full collections walk only what comes after start-up
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",

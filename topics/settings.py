@@ -215,6 +215,13 @@ class WorkerSettings(BaseModel):
     # delivered (their partitions' fetching is paused meanwhile).
     priority_wait_s: float = Field(default=0.5, gt=0)
     commit_interval_s: float = Field(default=0.5, gt=0)
+    # A partition counts as stalled when records wait on it (its end offset is past the
+    # stage's committed offset) and none of them was handled for this long: the worker logs
+    # one error naming the stage, the partition and what it waits for, and one info line
+    # once it moves again (streams/runtime/stalls.py; checked every metrics.sample_interval_s).
+    # A slow stage that still moves is never reported. The optimizer's partitions count as
+    # moving while it handles any of its topics: it takes the most urgent one first on purpose.
+    stall_after_s: float = Field(default=300.0, gt=0)
     # How often the worker deletes requests and replies older than two minutes from the
     # broker (``memstream/kafka/trim.py``); 0: never (the broker's retention.ms alone).
     trim_interval_s: float = Field(default=30.0, ge=0)

@@ -170,7 +170,12 @@ def status(data_dir: Path | None, as_json: bool) -> None:
 
 async def _status(settings: Settings, as_json: bool = False) -> None:
     from memstream.archive.segments import Archive
-    from memstream.cli.worker_metrics import summary_json, summary_table
+    from memstream.cli.worker_metrics import (
+        lag_table,
+        stalled_partitions,
+        summary_json,
+        summary_table,
+    )
     from memstream.kafka.admin import worker_lag
     from memstream.local.log_report import status_lines, status_report
     from memstream.local.services import recorded_worker
@@ -209,13 +214,9 @@ async def _status(settings: Settings, as_json: bool = False) -> None:
     for line in log_lines[1:]:
         console.print(line, highlight=False)
     if bootstrap:
-        lag = await worker_lag(settings, bootstrap)
-        rows = [(t, sum(p.values())) for t, p in sorted(lag.items()) if p]
-        if rows:
-            lag_table = Table("topic", "lag (records not yet processed)")
-            for topic, total in rows:
-                lag_table.add_row(topic, str(total))
-            console.print(lag_table)
+        stalls = await stalled_partitions(metrics_url) if metrics_url else []
+        if (lags := lag_table(await worker_lag(settings, bootstrap), stalls)) is not None:
+            console.print(lags)
     if metrics_url:
         console.print(await summary_table(metrics_url))
 

@@ -1,10 +1,12 @@
 """What ``memstream status`` shows of a worker's metrics: read from its ``/metrics`` endpoint
-(the URL the worker records in ``worker.json``) and summarised per stage."""
+(the URL the worker records in ``worker.json``) and summarised per stage, and the partitions
+it reports stalled beside the lag read from the broker."""
 
 from __future__ import annotations
 
 import asyncio
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,16 @@ class StageSummary:
     retries: float = 0.0
 
 
+@dataclass(frozen=True)
+class StalledPartition:
+    """A partition the worker reports stalled (``memstream_stall_seconds``)."""
+
+    stage: str
+    topic: str
+    partition: int
+    idle_s: float  # how long none of the records waiting on it was handled
+
+
 @dataclass
 class MetricsSummary:
     stages: dict[str, StageSummary] = field(default_factory=dict)
@@ -29,6 +41,7 @@ class MetricsSummary:
     turns: float = 0.0  # conversation turns extracted
     calls_by_task: dict[str, float] = field(default_factory=dict)
     tokens_by_kind: dict[str, float] = field(default_factory=dict)
+    stalls: list[StalledPartition] = field(default_factory=list)
 
     def per_turn(self, value: float) -> float | None:
         return value / self.turns if self.turns else None
@@ -65,6 +78,10 @@ def parse(text: str) -> MetricsSummary:
                     out.turns = sample.value
                 case "memstream_llm_budget_exceeded_total":
                     out.budget_exceeded += sample.value
+                case "memstream_stall_seconds":
+                    out.stalls.append(StalledPartition(
+                        stage, sample.labels.get("topic", ""),
+                        int(sample.labels.get("partition", "0")), sample.value))
     return out
 
 
@@ -126,7 +143,38 @@ async def summary_json(url: str) -> dict[str, Any]:
                 "tokens_by_kind": dict(sorted(summary.tokens_by_kind.items()))},
         "turns": summary.turns,
         "per_turn": per_turn,
+        "stalls": [{"stage": s.stage, "topic": s.topic, "partition": s.partition,
+                    "idle_s": s.idle_s} for s in summary.stalls],
     }
+
+
+async def stalled_partitions(url: str) -> list[StalledPartition]:
+    """The partitions the worker reports stalled now (none when its metrics cannot be read:
+    ``summary_table`` says why)."""
+    try:
+        return (await fetch(url)).stalls
+    except (OSError, ValueError):
+        return []
+
+
+def lag_table(lag: Mapping[str, Mapping[int, int]],
+              stalls: Sequence[StalledPartition] = ()) -> Table | None:
+    """Records not yet processed per input topic (from the broker), and its partitions the
+    worker reports stalled: records wait there and none was handled for a while."""
+    rows = [(t, sum(p.values())) for t, p in sorted(lag.items()) if p]
+    if not rows:
+        return None
+    by_topic: dict[str, list[str]] = {}
+    for s in sorted(stalls, key=lambda s: (s.topic, s.partition)):
+        waiting = lag.get(s.topic, {}).get(s.partition)
+        wait = f"{waiting} waiting, " if waiting is not None else ""
+        by_topic.setdefault(s.topic, []).append(
+            f"[{s.partition}] {wait}none handled for {s.idle_s:.0f}s ({s.stage})")
+    table = Table("topic", "lag (records not yet processed)", *(["stalled"] if stalls else []))
+    for topic, total in rows:
+        table.add_row(topic, str(total), *(["; ".join(by_topic.get(topic, []))]
+                                           if stalls else []))
+    return table
 
 
 def per_turn_line(summary: MetricsSummary) -> str:

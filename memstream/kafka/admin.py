@@ -229,10 +229,31 @@ async def topic_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {tp.partition: offset for tp, offset in sorted(ends.items())}
 
 
-async def group_lag(
+@dataclass(frozen=True)
+class Position:
+    """Where a consumer group stands on one partition: its committed offset (the log's start
+    when it never committed) and the partition's end (the next offset to be written)."""
+
+    committed: int
+    end: int
+
+    @property
+    def lag(self) -> int:
+        """Records written and not yet handled (committed) by the group."""
+        return max(self.end - self.committed, 0)
+
+
+Positions = dict[str, dict[int, Position]]  # topic -> partition -> position
+
+
+def lag_of(positions: Positions) -> dict[str, dict[int, int]]:
+    return {topic: {p: pos.lag for p, pos in parts.items()} for topic, parts in positions.items()}
+
+
+async def group_positions(
     bootstrap: str, group_id: str, topics: Sequence[str] | None = None
-) -> dict[str, dict[int, int]]:
-    """Messages not yet committed by ``group_id``: topic -> partition -> end minus committed.
+) -> Positions:
+    """Committed and end offsets of ``group_id``: topic -> partition -> ``Position``.
 
     Without ``topics``, every partition the group committed to (the broker must list a
     group's offsets: noida and Kafka do, tansu does not). With ``topics``, every partition
@@ -260,20 +281,33 @@ async def group_lag(
             return {}
         ends = await reader.end_offsets(list(committed))
         starts = await reader.beginning_offsets(list(committed))
-    lag: dict[str, dict[int, int]] = {}
+    out: Positions = {}
     for tp, meta in sorted(committed.items()):
         base = meta.offset if meta.offset >= 0 else starts[tp]
-        lag.setdefault(tp.topic, {})[tp.partition] = max(ends[tp] - base, 0)
-    return lag
+        out.setdefault(tp.topic, {})[tp.partition] = Position(base, ends[tp])
+    return out
+
+
+async def group_lag(
+    bootstrap: str, group_id: str, topics: Sequence[str] | None = None
+) -> dict[str, dict[int, int]]:
+    """Messages not yet committed by ``group_id``: topic -> partition -> end minus committed
+    (which partitions: ``group_positions``)."""
+    return lag_of(await group_positions(bootstrap, group_id, topics))
+
+
+async def worker_positions(settings: Settings, bootstrap: str) -> Positions:
+    """Where the workers stand on every input topic, over every stage's consumer group."""
+    groups: dict[str, list[str]] = {}
+    for spec in WORKER_INPUTS:
+        groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
+    positions: Positions = {}
+    for group, names in groups.items():
+        positions.update(await group_positions(bootstrap, group, names))
+    return positions
 
 
 async def worker_lag(settings: Settings, bootstrap: str) -> dict[str, dict[int, int]]:
     """Records the workers have not yet processed: input topic -> partition -> lag, over
     every stage's consumer group."""
-    groups: dict[str, list[str]] = {}
-    for spec in WORKER_INPUTS:
-        groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
-    lag: dict[str, dict[int, int]] = {}
-    for group, names in groups.items():
-        lag.update(await group_lag(bootstrap, group, names))
-    return lag
+    return lag_of(await worker_positions(settings, bootstrap))

@@ -3,7 +3,8 @@
 Each worker has its own registry (several workers may share a process in tests). Stage
 counters (records, dead letters, retries) are read from the stages' ``StageStats`` when
 scraped; records/s is averaged over ``metrics.rate_window_s`` from periodic samples; the
-consumer lag per topic-partition is sampled from the broker every ``sample_interval_s``.
+consumer lag per topic-partition is sampled from the broker every ``sample_interval_s``, and
+each sample is checked for stalled partitions (``streams.runtime.stalls``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from prometheus_client.registry import Collector
 from memstream.topics.settings import Settings
 
 if TYPE_CHECKING:
+    from memstream.kafka.admin import Positions
     from memstream.streams.runtime.stage import StageStats
+    from memstream.streams.runtime.stalls import StallWatch
 
 log = logging.getLogger("memstream.metrics")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0, 60.0)
-LagProbe = Callable[[], Awaitable[dict[str, dict[int, int]]]]
+PositionProbe = Callable[[], Awaitable["Positions"]]  # the group's offsets, per partition
 
 
 class _StageCollector(Collector):
@@ -58,7 +61,13 @@ class _StageCollector(Collector):
                                 labels=["topic", "partition"])
         for (topic, partition), value in sorted(m.lag.items()):
             lag.add_metric([topic, str(partition)], value)
-        yield from (records, dead, retries, rate, lag)
+        stalls = GaugeMetricFamily("memstream_stall_seconds",
+                                   "Partitions of this worker stalled now: seconds none of the "
+                                   "records waiting on it was handled (worker.stall_after_s)",
+                                   labels=["stage", "topic", "partition"])
+        for stall in m.stalls.stalled if m.stalls is not None else ():
+            stalls.add_metric([stall.stage, stall.topic, str(stall.partition)], stall.idle_s)
+        yield from (records, dead, retries, rate, lag, stalls)
 
 
 class WorkerMetrics:
@@ -71,6 +80,7 @@ class WorkerMetrics:
         self.stats: dict[str, StageStats] = {}
         self.lag: dict[tuple[str, int], int] = {}
         self.lag_at: float | None = None
+        self.stalls: StallWatch | None = None  # checks each lag sample for stalled partitions
         self._samples: dict[str, deque[tuple[float, int]]] = {}
         self.stage_seconds = Histogram(
             "memstream_stage_handling_seconds", "Time to handle one cube's batch (or one "
@@ -159,12 +169,15 @@ class WorkerMetrics:
             while len(samples) > 1 and now - samples[1][0] >= window:
                 samples.popleft()
 
-    async def sample_lag(self, probe: LagProbe) -> None:
-        lag = await probe()
-        self.lag = {(topic, p): v for topic, parts in lag.items() for p, v in parts.items()}
+    async def sample_lag(self, probe: PositionProbe) -> None:
+        positions = await probe()
+        self.lag = {(topic, p): pos.lag for topic, parts in positions.items()
+                    for p, pos in parts.items()}
         self.lag_at = time.monotonic()
+        if self.stalls is not None:
+            self.stalls.observe(positions, self.lag_at)
 
-    async def run_samplers(self, probe: LagProbe) -> None:
+    async def run_samplers(self, probe: PositionProbe) -> None:
         interval = self.settings.metrics.sample_interval_s
         while True:
             self.sample()
@@ -176,8 +189,10 @@ class WorkerMetrics:
                 log.debug("lag probe failed: %s", exc)
             await asyncio.sleep(interval)
 
-    def start(self, probe: LagProbe) -> str | None:
-        """Start the samplers and (if enabled) the HTTP endpoint; returns its URL."""
+    def start(self, probe: PositionProbe, stalls: StallWatch | None = None) -> str | None:
+        """Start the samplers (each lag sample checked by ``stalls``) and, if enabled, the
+        HTTP endpoint; returns its URL."""
+        self.stalls = stalls
         self._sampler = asyncio.create_task(self.run_samplers(probe), name="metrics-sampler")
         m = self.settings.metrics
         if not m.enabled:

@@ -20,7 +20,6 @@ from memstream.streams.reorganize.optimize import Scopes, run_scopes, run_window
 from memstream.streams.runtime.batches import BoundTopics
 from memstream.streams.runtime.priority import PriorityProcessor, priority_agent
 from memstream.streams.runtime.stage import Deps, Outgoing, Record, StageStats
-from memstream.streams.runtime.stall_check import hold_stall_reports
 from memstream.topics.events import ReorganizeEvent
 from memstream.topics.registry import REORGANIZE_HIGH, REORGANIZE_LOW, REORGANIZE_NORMAL
 
@@ -84,7 +83,10 @@ def register(
 ) -> tuple[StageStats, Processor]:
     stats = StageStats()
     processor = Processor(bound, deps, stats, progress)
-    hold_stall_reports(bound.app, processor.held)  # paused or queued on purpose: no stall
+    # most urgent first, on purpose: a less urgent partition waiting while the optimizer
+    # works is not stalled (streams.runtime.stalls)
+    bound.stalls.watch(STAGE, [spec.name(deps.settings) for spec in SPECS], stats,
+                       together=True)
     worker = deps.settings.worker
     for priority, spec in enumerate(SPECS):
         size = worker.high_priority_batch if priority == 0 else worker.low_priority_batch

@@ -27,6 +27,7 @@ from memstream.streams.runtime.stage import (
     dead_letter,
     is_outage,
 )
+from memstream.streams.runtime.stalls import StallWatch
 from memstream.topics.models import utcnow
 from memstream.topics.registry import TopicSpec
 from memstream.topics.settings import Settings
@@ -91,6 +92,11 @@ class BoundTopics:
     def signer(self) -> Signer | None:
         """Signs what this worker publishes, when it has an application key."""
         return Signer.of(self.settings.security)
+
+    @cached_property
+    def stalls(self) -> StallWatch:
+        """The check of this worker's stages for stalled partitions (``runtime.stalls``)."""
+        return StallWatch(self.settings.worker.stall_after_s, self.app)
 
     def before_start(self, hook: StartHook) -> None:
         """Run ``hook`` when the app starts, before its consumer and tables."""

@@ -64,8 +64,6 @@ class PriorityProcessor(ABC):
         self._deferred = False  # the next less urgent batch already waited once
         self._high_arrived = asyncio.Event()
         self._paused: set[Any] = set()  # less urgent partitions not fetched for now
-        self._busy_since: float | None = None  # loop time the batch in progress began
-        self._topics = {spec.name(deps.settings) for spec in self.specs}
         self.runner = Runner(stage, self._run)
         self._ingested = -1  # ingestion's processed count when the optimizer last looked
         self._sizes = dict(enumerate(sizes))
@@ -145,12 +143,9 @@ class PriorityProcessor(ABC):
             if priority > 0:
                 self._deferred = False
             batch = self._queue.take(*chosen, self._sizes[priority])
-            started = self._busy_since = asyncio.get_running_loop().time()
+            started = asyncio.get_running_loop().time()
             kept, _ = current_only(batch)  # the others are fetched again (runtime.turns)
-            try:
-                await self._handle(priority, kept)
-            finally:
-                self._busy_since = None
+            await self._handle(priority, kept)
             took = asyncio.get_running_loop().time() - started
             if took >= SLOW_BATCH_S:
                 log.info("%s: %d events of partition %d (priority %d) took %.1fs",
@@ -162,26 +157,17 @@ class PriorityProcessor(ABC):
                 await asyncio.sleep(min(took * worker.optimizer_yield_ratio,
                                         worker.optimizer_max_yield_s))
 
-    def held(self, tp: Any) -> bool:
-        """Whether one of this processor's partitions is idle by design now: paused for urgent
-        events, or waiting its turn behind the backlog. Not while the processor is stuck in
-        one batch past faust's ``stream_processing_timeout``: that stall is real and faust
-        reports it (``streams.runtime.stall_check``)."""
-        if tp.topic not in self._topics:
-            return False
-        if self._busy_since is not None:
-            busy_for = asyncio.get_running_loop().time() - self._busy_since
-            if busy_for >= float(self.bound.app.conf.stream_processing_timeout):
-                return False
-        return tp in self._paused or self._queue.size > 0
-
     async def _handle(self, priority: int, batch: Sequence[Held]) -> None:
         """Handle a batch, send its outputs, then ack its records (their offsets may be
         committed). Records a rebalance redelivers anyway were left out by the caller."""
         if not batch:
             return
         raws = [h.raw for h in batch]
-        await handle_batch(self.bound, self.stage, self._handles[priority], raws)
+        self.stats.in_flight += 1
+        try:
+            await handle_batch(self.bound, self.stage, self._handles[priority], raws)
+        finally:
+            self.stats.in_flight -= 1
         if priority == 0:
             for raw in raws:
                 seen = self.high_next.get(raw.partition, 0)

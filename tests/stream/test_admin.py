@@ -13,10 +13,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from memstream.kafka.admin import (
     GroupOffsetsUnsupported,
+    Position,
     TopicAdminError,
     delete_topics,
     ensure_topics,
     group_lag,
+    group_positions,
     topic_offsets,
 )
 from memstream.local.broker import TansuBroker
@@ -188,6 +190,9 @@ async def test_group_lag_is_end_minus_committed(kafka_broker: str, topic_prefix:
     assert await group_lag(kafka_broker, group) == {topic: {0: 3, 1: 0}}
     assert await group_lag(kafka_broker, group, [topic]) == {topic: {0: 3, 1: 0}}
     assert await group_lag(kafka_broker, f"{topic_prefix}nobody") == {}
+    # where the group stands (what the worker's stall check compares between samples)
+    assert await group_positions(kafka_broker, group, [topic]) == {
+        topic: {0: Position(committed=2, end=5), 1: Position(committed=3, end=3)}}
 
 
 async def test_tansu_gets_topics_and_explains_missing_group_listing(tansu_broker: str,

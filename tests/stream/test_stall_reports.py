@@ -1,78 +1,183 @@
-"""faust's stall detector against a real broker: a partition paused on purpose (as the
-optimizer pauses its less urgent topics) is not reported as stalled; a stream that really
-stopped processing still is. Two agents block on their first event while records keep
-arriving; one's partition is paused, the other's is not."""
+"""Stall reports against a real broker, with the optimizer's own processor and agents
+(``streams/reorganize/agent.py``) and the worker's stall check (``streams/runtime/stalls.py``)
+fed by the same lag sampler as in a worker. Its store is slowed: every read takes a while
+(a slow optimizer), or blocks for good on the first batch (a stage that really stopped).
+
+A slow optimizer catching up on a backlog of ``reorganize.low`` logs nothing about stalls,
+stopped or slow streams above INFO, from faust or memstream; a stopped one is reported once,
+above INFO, with the stage, the topic and partition and the records waiting, and at INFO
+when it moves again."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from memstream.kafka.admin import ensure_topics
+from memstream.kafka.admin import ensure_topics, worker_positions
+from memstream.kafka.progress import Progress
+from memstream.sinks.graph.memory import InMemoryGraphStore
+from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.vector.memory import InMemoryVectorStore
 from memstream.streams.app import create_app
-from memstream.streams.runtime.stall_check import hold_stall_reports
-from memstream.topics.registry import REORGANIZE_LOW, SCHEDULE_ADD
+from memstream.streams.llm.rules import RulesLLM
+from memstream.streams.ops.metrics import WorkerMetrics
+from memstream.streams.reorganize.agent import register
+from memstream.streams.runtime.stage import Deps
+from memstream.topics.events import ReorganizeEvent
+from memstream.topics.models import MemoryItem
+from memstream.topics.registry import REORGANIZE_LOW
+from memstream.topics.settings import Settings
 from tests.stream.broker_fixtures import stream_settings
+from tests.support.doubles import ManualClock, local_embedder
 
-STALL_ERRORS = ("Stream has not started processing", "Stream stopped processing")
+pytestmark = pytest.mark.timeout(120)
+
+BACKLOG = 24
+STALL_AFTER_S = 2.0
+STALL_WORDS = re.compile(r"stall|stopped|slow", re.IGNORECASE)
 
 
-def stall_reports(caplog: pytest.LogCaptureFixture, topic: str) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR
-            and topic in r.getMessage()
-            and any(e in r.getMessage() for e in STALL_ERRORS)]
+class GatedGraph(InMemoryGraphStore):
+    """The optimizer's store: each read of nodes waits ``delay_s``, and ``gate`` (once
+    cleared) holds every read until it is set again."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.reads = 0
+
+    async def get_nodes(self, cube_id: str, ids: Sequence[str]) -> list[MemoryItem]:
+        self.reads += 1
+        await asyncio.sleep(self.delay_s)
+        await self.gate.wait()
+        return await super().get_nodes(cube_id, ids)
 
 
-async def test_paused_partition_is_not_reported_stalled_but_a_real_stall_is(
-        kafka_broker: str, topic_prefix: str, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
-    settings = stream_settings(kafka_broker, topic_prefix, tmp_path, partitions=1)
-    settings.worker.commit_interval_s = 0.2  # faust checks every 2.5 commit intervals
-    await ensure_topics(settings, kafka_broker)
-    paused_topic, stalled_topic = REORGANIZE_LOW.name(settings), SCHEDULE_ADD.name(settings)
-    app, bound = create_app(settings, kafka_broker)
-    app.conf.stream_processing_timeout = 1.0
-    app.conf.stream_buffer_maxsize = 1  # a blocked agent leaves records unfetched
-    first: dict[str, asyncio.Event] = {paused_topic: asyncio.Event(),
-                                       stalled_topic: asyncio.Event()}
-    forever = asyncio.Event()
+@dataclass
+class Optimizer:
+    settings: Settings
+    graph: GatedGraph
+    handled: list[str]
+    producer: AIOKafkaProducer
 
-    for spec in (REORGANIZE_LOW, SCHEDULE_ADD):
-        async def blocked(stream: object, name: str = spec.name(settings)) -> None:
-            async for _ in stream:  # type: ignore[attr-defined]
-                first[name].set()
-                await forever.wait()  # stops processing: the stall faust should notice
-        app.agent(bound[spec], name=f"blocked-{spec.suffix}")(blocked)
-    held_checks: list[object] = []
-    hold_stall_reports(app, lambda tp: held_checks.append(tp) is not None)  # never holds
+    @property
+    def topic(self) -> str:
+        return REORGANIZE_LOW.name(self.settings)
 
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_broker)
+    async def backlog(self, n: int) -> None:
+        for i in range(n):
+            event = ReorganizeEvent(op="add", node_ids=(f"n{i}",), user_id="u", cube_id="u")
+            await self.producer.send(self.topic, REORGANIZE_LOW.encode(event), key=b"u")
+        await self.producer.flush()
+
+
+async def optimizer(broker: str, prefix: str, tmp: Path, delay_s: float,
+                    closed: bool = False) -> AsyncIterator[Optimizer]:
+    """The optimizer's agents on one worker, its stall check on, ``delay_s`` per store read;
+    ``closed``: the gate is shut before it starts (its first batch never ends)."""
+    settings = stream_settings(broker, prefix, tmp, partitions=1)
+    w = settings.worker
+    w.commit_interval_s, w.stall_after_s, w.low_priority_batch, w.intake_queue = 0.2, \
+        STALL_AFTER_S, 2, 4  # the agent waits for room most of the time, as under a long load
+    settings.metrics.enabled, settings.metrics.sample_interval_s = False, 0.25
+    await ensure_topics(settings, broker)
+    app, bound = create_app(settings, broker)
+    emb = local_embedder()
+
+    async def no_wait(_seconds: float) -> None:
+        return None
+
+    graph = GatedGraph(delay_s)
+    if closed:
+        graph.gate.clear()
+    deps = Deps(settings=settings, llm=RulesLLM(), embedder=emb, clock=ManualClock(),
+                store=MemoryStore(graph, InMemoryVectorStore(dim=emb.dim), sleep=no_wait))
+    progress = Progress(settings, broker)
+    _, processor = register(bound, deps, progress)
+    handled: list[str] = []
+    processor.observers.append(lambda event: handled.append(event.event_id))
+    metrics = WorkerMetrics(settings)
+    producer = AIOKafkaProducer(bootstrap_servers=broker)
     await producer.start()
-    caplog.set_level(logging.ERROR)
     await app.start()
+    metrics.start(lambda: worker_positions(settings, broker), bound.stalls)
     try:
-        for topic in (paused_topic, stalled_topic):
-            await producer.send_and_wait(topic, b"first", key=b"k")
-        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in first.values())), 30)
-        app.consumer.pause_partitions(
-            [tp for tp in app.consumer.assignment() if tp.topic == paused_topic])
-        for i in range(50):  # records wait behind both blocked streams
-            for topic in (paused_topic, stalled_topic):
-                await producer.send(topic, f"later {i}".encode(), key=b"k")
-        await producer.flush()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while not stall_reports(caplog, stalled_topic) and loop.time() < deadline:
-            await asyncio.sleep(0.25)
-        await asyncio.sleep(2.0)  # several more rounds of the detector
+        yield Optimizer(settings, graph, handled, producer)
     finally:
-        forever.set()
+        graph.gate.set()
+        await metrics.stop()
         await producer.stop()
         await app.stop()
-    assert stall_reports(caplog, stalled_topic), "a real stall was not reported"
-    assert not stall_reports(caplog, paused_topic), stall_reports(caplog, paused_topic)
-    assert held_checks, "registered checks were not consulted"
+        await progress.close()
+
+
+@pytest.fixture
+async def slow(kafka_broker: str, topic_prefix: str, tmp_path: Path) -> AsyncIterator[Optimizer]:
+    async for o in optimizer(kafka_broker, topic_prefix, tmp_path, delay_s=0.1):
+        yield o
+
+
+@pytest.fixture
+async def stopped(kafka_broker: str, topic_prefix: str,
+                  tmp_path: Path) -> AsyncIterator[Optimizer]:
+    async for o in optimizer(kafka_broker, topic_prefix, tmp_path, delay_s=0.0, closed=True):
+        yield o
+
+
+def above_info(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno > logging.INFO]
+
+
+async def until(check: object, timeout_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not check() and loop.time() < deadline:  # type: ignore[operator]
+        await asyncio.sleep(0.1)
+
+
+async def test_a_slow_optimizer_catching_up_is_never_reported_stalled(
+        slow: Optimizer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    await slow.backlog(BACKLOG)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await until(lambda: len(slow.handled) >= BACKLOG, 90)
+    took = loop.time() - started
+    assert len(slow.handled) == BACKLOG, "the optimizer did not catch up"
+    assert took > 2 * STALL_AFTER_S, f"caught up in {took:.1f}s: not behind for long enough"
+    await asyncio.sleep(1.0)  # a few more checks after the last batch
+    noise = [f"{r.name} {r.levelname}: {r.getMessage()}" for r in above_info(caplog)
+             if STALL_WORDS.search(r.getMessage())]
+    assert noise == []
+
+
+async def test_a_stopped_optimizer_is_reported_once_then_again_when_it_moves(
+        stopped: Optimizer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    await stopped.backlog(BACKLOG)
+    await until(lambda: above_info(caplog), 30)
+    await asyncio.sleep(4 * STALL_AFTER_S)  # many more checks: still one report
+    reports = [r for r in above_info(caplog) if STALL_WORDS.search(r.getMessage())]
+    assert [(r.name, r.levelname) for r in reports] == [("memstream.stalls", "ERROR")]
+    message = reports[0].getMessage()
+    assert message.startswith(f"reorganize: stalled on {stopped.topic}[0]: {BACKLOG} records "
+                              "wait and none was handled for "), message
+    assert "1 batch of the stage in progress" in message
+    assert stopped.handled == []
+    stopped.graph.gate.set()  # what it waited for is back
+    await until(lambda: len(stopped.handled) >= BACKLOG, 60)
+    await asyncio.sleep(1.0)
+    moved = [r.getMessage() for r in caplog.records
+             if r.name == "memstream.stalls" and r.levelno == logging.INFO]
+    assert moved and moved[0].startswith(f"reorganize: {stopped.topic}[0] moves again after "), \
+        moved
+    assert len([r for r in above_info(caplog) if STALL_WORDS.search(r.getMessage())]) == 1

@@ -6,7 +6,6 @@ retried batch runs the optimization its failed attempt had placed."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,6 @@ import pytest
 
 from memstream.streams.reorganize.agent import Processor
 from memstream.streams.runtime.stage import Outgoing, RawRecord, StageStats
-from memstream.streams.runtime.turns import Held
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.models import MemoryItem
 from memstream.topics.settings import Settings
@@ -122,45 +120,6 @@ async def test_partitions_take_turns_so_a_later_backlog_is_not_left_behind() -> 
     assert handled[0] == [(2, i) for i in range(size)]
     assert handled[1] == [(0, i) for i in range(min(size, 2))]  # next, before the backlog
     assert [o for batch in handled if batch[0][0] == 2 for _, o in batch] == list(range(12))
-
-
-async def test_held_partitions_are_those_waiting_behind_the_processor_not_a_stuck_one() -> None:
-    """What faust's stall detector is told (streams.runtime.stall_check): a reorganize partition
-    waiting behind the processor's backlog is held on purpose; once the processor has been
-    stuck in one batch for faust's stream_processing_timeout, nothing is held any more."""
-    from faust.types import TP
-
-    proc = processor((StageStats(),))
-    proc.bound.app = SimpleNamespace(conf=SimpleNamespace(stream_processing_timeout=0.3))  # type: ignore[attr-defined]
-    low = TP(proc.deps.settings.kafka.topic_prefix + "reorganize.low", 0)
-    other = TP(proc.deps.settings.kafka.topic_prefix + "conversations", 0)
-    assert not proc.held(low)  # nothing queued, nothing paused: idle would be a real stall
-    release = asyncio.Event()
-
-    async def stuck(raws: Sequence[RawRecord]) -> list[Outgoing]:
-        await release.wait()
-        return []
-
-    proc._handles = dict.fromkeys((0, 1, 2), stuck)
-    proc.runner.ensure = lambda app: None  # type: ignore[method-assign]
-    runner = asyncio.create_task(proc._run())
-    try:
-        await proc.accept(0, [proc_held(i) for i in range(3)])  # urgent: one a batch
-        await asyncio.sleep(0.05)
-        assert proc.held(low) and not proc.held(other)  # backlog behind a batch in progress
-        await asyncio.sleep(0.35)
-        assert not proc.held(low)  # stuck past the timeout: faust may report it
-        proc._paused.add(low)
-        assert not proc.held(low)
-    finally:
-        release.set()
-        runner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await runner
-
-
-def proc_held(offset: int) -> Held:
-    return Held(RawRecord("t", 0, offset, b"k", b"{}"), lambda: None, lambda: True)
 
 
 CUBE = "trip"
