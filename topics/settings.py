@@ -426,11 +426,14 @@ class ArchiveSettings(BaseModel):
     # auto: with the embedded broker only (a Kafka cluster keeps its log with retention
     # and tiered storage of its own); always / never.
     enabled: Literal["auto", "always", "never"] = "auto"
-    after_s: float = Field(default=600.0, ge=0)  # records younger than this stay on the broker
-    every_s: float = Field(default=60.0, gt=0)  # how often the worker looks
+    # Records younger than this stay on the broker. The broker's cost follows its file
+    # (bench/history.py: ~0.008 of a core per MB for a trickle), so the window is short:
+    # at 5 turns/s a minute is ~300 turns, ~4 MB of file.
+    after_s: float = Field(default=60.0, ge=0)
+    every_s: float = Field(default=30.0, gt=0)  # how often the worker looks
     # fewer records older than the window wait for more (no tiny segments), unless the
     # oldest of them is older than a day
-    min_records: int = Field(default=1000, ge=1)
+    min_records: int = Field(default=500, ge=1)
     segment_records: int = Field(default=50_000, ge=1)  # the most records in one segment
 
 
