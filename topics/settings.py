@@ -317,6 +317,11 @@ class SearchSettings(BaseModel):
     # for every node returned since; 0: one write per search, as it is answered). One write
     # per search was a fifth of a search's work on the worker's event loop (py-spy, dev split).
     usage_flush_s: float = Field(default=0.5, ge=0)
+    # ... and held for at most this many cubes in between: a use in one more cube has the
+    # least recently searched cube's uses written at once (nothing is dropped). A use costs
+    # the node as returned, 1-7 KB (an episode the most): 1,000 cubes of ten nodes are at
+    # most ~70 MB, and a worker holds that many only past ~2,000 searches a second.
+    usage_cubes: int = Field(default=1_000, ge=1)
     # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
     # the most recently changed first: their first search is then as fast as the rest.
     warm_cubes: int = Field(default=8, ge=0)
