@@ -465,6 +465,13 @@ class GovernanceSettings(BaseModel):
     # A cube over budget: its stages use the rules stand-in ("rules"), or their events are
     # dead-lettered to be re-driven in a later period ("defer"; search always uses rules).
     over_budget: Literal["rules", "defer"] = "rules"
+    # The ledger of budgeted cubes' calls a worker holds (the store keeps all of it): the
+    # books of at most this many (cube, period) pairs and calls in all, of the cubes that
+    # called last; a cube let go is read from the store at its next call. A call costs ~250
+    # bytes (its question's hash and tokens), so 200,000 are ~50 MB; a busy cube makes
+    # thousands a day.
+    ledger_cubes: int = Field(default=1_000, ge=1)
+    ledger_calls: int = Field(default=200_000, ge=1)
     # Extraction lag (records not yet extracted, over all partitions) above which a fine
     # search runs as fast (the reply's mode_used says so); None: never degrade.
     search_degrade_lag: int | None = Field(default=1000, ge=0)
