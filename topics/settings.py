@@ -454,6 +454,11 @@ class MetricsSettings(BaseModel):
     sample_interval_s: float = Field(default=5.0, gt=0)
     rate_window_s: float = Field(default=60.0, gt=0)  # records/s is averaged over this window
     cube_labels: bool = True  # LLM metrics per cube; off for very many cubes (label cardinality)
+    # ... for at most this many cubes: the first a worker meters keep their label, the rest
+    # are counted under cube="" (capped, so every counter only grows and their sum stays the
+    # total). Each labelled cube costs ~35 KB (a series per stage, task and outcome, and a
+    # latency histogram per stage): 100 are ~3.5 MB; uncapped, 10,000 cubes were ~350 MB.
+    cube_labels_max: int = Field(default=100, ge=1)
 
 
 class GovernanceSettings(BaseModel):
