@@ -22,11 +22,6 @@ from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord, VectorSt
 from memstream.sinks.vector.expr import query_vector, record_answers, search_expression
 from memstream.topics.models import Status
 
-# What one cached vector costs, at 384 dimensions: its float32 row (1.5 KB), its record
-# without the vector (its strings, ~0.5 KB) and their places in the cube's dicts. A record
-# held with its vector as Python floats cost 12.5 KB more (14 KB a vector in all).
-BYTES_PER_VECTOR = 2_300
-
 
 def _rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """float32 rows as stored, and the inverse of each one's norm (cosine, as the COSINE
@@ -41,9 +36,11 @@ class _CubeIndex:
     """One cube's records, and their rows stacked into a matrix for search.
 
     A record is held without its vector, which is its float32 row (a view into the matrix
-    once stacked), and put back together when read: a vector held as a tuple of Python
-    floats cost 8x its row. A write costs one row, and the next search restacks rows (a
-    copy, ~0.5 ms at 2,000).
+    once stacked), and put back together when read. A vector costs ~2.3 KB at 384
+    dimensions (the row, the record's strings, their places in the dicts), where a tuple of
+    Python floats in its record cost 14 KB; and no vector is a list of floats for the cyclic
+    collector to walk (9,000 such lists once made a full collection take 50-150 ms). A
+    write costs one row, and the next search restacks rows (a copy, ~0.5 ms at 2,000).
     """
 
     records: dict[str, VectorRecord] = field(default_factory=dict)  # vector ()
