@@ -96,8 +96,12 @@ class VectorSettings(BaseModel):
     collection: str = "memstream_memories"
     index_type: Literal["FLAT", "AUTOINDEX", "HNSW", "IVF_FLAT"] = "FLAT"
     # In-memory per-cube index in front of a Milvus Lite file (its only writer is the
-    # worker, so it stays exact); vectors kept at most; 0 turns it off.
-    lite_cache_max_vectors: int = Field(default=200_000, ge=0)
+    # worker, so it stays exact): vectors kept at most, in the cubes used last (0 turns it
+    # off), and cubes kept at most. A vector costs ~2.3 KB at 384 dimensions (its float32 row
+    # and its record), so 100,000 are ~230 MB whatever the number of cubes; a cube beyond
+    # either bound is searched in Milvus Lite until it is loaded again (6-80 ms, then <1 ms).
+    lite_cache_max_vectors: int = Field(default=100_000, ge=0)
+    lite_cache_max_cubes: int = Field(default=1_000, ge=1)
 
 
 class LLMSettings(BaseModel):
@@ -294,6 +298,13 @@ class SearchSettings(BaseModel):
     passage_turns: int = Field(default=8, ge=1)
     passage_after: int = Field(default=3, ge=0)
     episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
+    # The episode indexes of turn ranking (streams/core/episode_index.py) a worker holds, of
+    # the cubes searched last: at most this many cubes and turns in all. A turn costs ~2 KB
+    # (its episode's text, its words' postings), so 100,000 are ~210 MB however many cubes
+    # there are; a cube beyond them is read from the graph and indexed again on its next
+    # search (100 turns in 6-120 ms, 600 in 0.1-0.35 s: less when its words were met before).
+    episode_index_cubes: int = Field(default=256, ge=1)
+    episode_index_turns: int = Field(default=100_000, ge=1)
     statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
     # A statement extracted from a hit's centre turn is the hit, with the excerpt as context.
     precise_hits: bool = True
@@ -313,6 +324,11 @@ class SearchSettings(BaseModel):
     # for every node returned since; 0: one write per search, as it is answered). One write
     # per search was a fifth of a search's work on the worker's event loop (py-spy, dev split).
     usage_flush_s: float = Field(default=0.5, ge=0)
+    # ... and held for at most this many cubes in between: a use in one more cube has the
+    # least recently searched cube's uses written at once (nothing is dropped). A use costs
+    # the node as returned, 1-7 KB (an episode the most): 1,000 cubes of ten nodes are at
+    # most ~70 MB, and a worker holds that many only past ~2,000 searches a second.
+    usage_cubes: int = Field(default=1_000, ge=1)
     # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
     # the most recently changed first: their first search is then as fast as the rest.
     warm_cubes: int = Field(default=8, ge=0)
@@ -448,6 +464,11 @@ class MetricsSettings(BaseModel):
     sample_interval_s: float = Field(default=5.0, gt=0)
     rate_window_s: float = Field(default=60.0, gt=0)  # records/s is averaged over this window
     cube_labels: bool = True  # LLM metrics per cube; off for very many cubes (label cardinality)
+    # ... for at most this many cubes: the first a worker meters keep their label, the rest
+    # are counted under cube="" (capped, so every counter only grows and their sum stays the
+    # total). Each labelled cube costs ~35 KB (a series per stage, task and outcome, and a
+    # latency histogram per stage): 100 are ~3.5 MB; uncapped, 10,000 cubes were ~350 MB.
+    cube_labels_max: int = Field(default=100, ge=1)
 
 
 class GovernanceSettings(BaseModel):
@@ -459,6 +480,13 @@ class GovernanceSettings(BaseModel):
     # A cube over budget: its stages use the rules stand-in ("rules"), or their events are
     # dead-lettered to be re-driven in a later period ("defer"; search always uses rules).
     over_budget: Literal["rules", "defer"] = "rules"
+    # The ledger of budgeted cubes' calls a worker holds (the store keeps all of it): the
+    # books of at most this many (cube, period) pairs and calls in all, of the cubes that
+    # called last; a cube let go is read from the store at its next call. A call costs ~250
+    # bytes (its question's hash and tokens), so 200,000 are ~50 MB; a busy cube makes
+    # thousands a day.
+    ledger_cubes: int = Field(default=1_000, ge=1)
+    ledger_calls: int = Field(default=200_000, ge=1)
     # Extraction lag (records not yet extracted, over all partitions) above which a fine
     # search runs as fast (the reply's mode_used says so); None: never degrade.
     search_degrade_lag: int | None = Field(default=1000, ge=0)

@@ -4,96 +4,109 @@ Milvus Lite is one process per file, so the worker that owns the file sees every
 write: an index of a cube's vectors kept in numpy (loaded on first use, updated on
 each write) stays exact, and searches a 2,000-vector cube in well under a
 millisecond, where Lite takes 6-80 ms depending on how its segments were sealed.
-The inner store stays the durable copy; every write goes to it first. Least
-recently used cubes are evicted beyond ``max_vectors``.
+The inner store stays the durable copy; every write goes to it first. The least
+recently used cubes leave beyond ``max_cubes`` cubes or ``max_vectors`` vectors
+(``sinks/lru.py``); an evicted cube is read from the inner store again on its next use.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from memstream.sinks.lru import LRU
 from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord, VectorStore
 from memstream.sinks.vector.expr import query_vector, record_answers, search_expression
 from memstream.topics.models import Status
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """L2-normalised float32 rows (cosine, as the COSINE metric of the inner store)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32, copy=False)
+def _rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 rows as stored, and the inverse of each one's norm (cosine, as the COSINE
+    metric of the inner store; a zero row scores 0)."""
+    rows = vectors.astype(np.float32, copy=False)
+    norms = np.linalg.norm(rows, axis=1)
+    return rows, (1 / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
 @dataclass
 class _CubeIndex:
-    """One cube's records, and their unit rows stacked into a matrix for search.
+    """One cube's records, and their rows stacked into a matrix for search.
 
-    Each record's row is kept on its own too, so a write costs one row and the next
-    search restacks rows (a copy, ~0.5 ms at 2,000) rather than converting every
-    record's tuple of floats again (~20 ms).
+    A record is held without its vector, which is its float32 row (a view into the matrix
+    once stacked), and put back together when read. A vector costs ~2.3 KB at 384
+    dimensions (the row, the record's strings, their places in the dicts), where a tuple of
+    Python floats in its record cost 14 KB; and no vector is a list of floats for the cyclic
+    collector to walk (9,000 such lists once made a full collection take 50-150 ms). A
+    write costs one row, and the next search restacks rows (a copy, ~0.5 ms at 2,000).
     """
 
-    records: dict[str, VectorRecord] = field(default_factory=dict)
-    unit: dict[str, np.ndarray] = field(default_factory=dict)  # id -> unit row
+    records: dict[str, VectorRecord] = field(default_factory=dict)  # vector ()
+    row: dict[str, np.ndarray] = field(default_factory=dict)  # id -> float32 row as stored
     ids: list[str] = field(default_factory=list)
     matrix: np.ndarray | None = None  # rows follow ``ids``; None when stale
+    inverse_norms: np.ndarray | None = None
 
     @classmethod
     def of(cls, records: Sequence[VectorRecord]) -> _CubeIndex:
-        """An index with its matrix built (off the event loop: this converts every vector).
-        Each vector is held as a tuple of floats, as ``upsert`` holds it: the collector
-        stops tracking such a tuple once it has seen it, where it walks every float of a
-        list in each full pass (the lists of 9,000 vectors made a worker's full
-        collections take 50-150 ms, each one a stall of the searches under way)."""
-        index = cls(records={r.id: r if isinstance(r.vector, tuple)
-                             else replace(r, vector=tuple(r.vector)) for r in records})
-        index.ids = list(index.records)
+        """An index with its matrix built (off the event loop: this converts every vector)."""
+        unique = {r.id: r for r in records}  # an id read twice: its last record
+        index = cls(records={i: replace(r, vector=()) for i, r in unique.items()})
+        index.ids = list(unique)
         if index.ids:
-            vectors = np.asarray([index.records[i].vector for i in index.ids], dtype=np.float32)
-            index._stacked(_unit_rows(vectors.reshape(len(index.ids), -1)))
+            vectors = np.asarray([r.vector for r in unique.values()], dtype=np.float32)
+            index._stacked(vectors.reshape(len(index.ids), -1))
         return index
 
+    def __len__(self) -> int:
+        return len(self.records)
+
     def _stacked(self, matrix: np.ndarray) -> np.ndarray:
-        self.matrix = matrix
-        self.unit = dict(zip(self.ids, matrix, strict=True))  # views into the matrix
-        return matrix
+        self.matrix, self.inverse_norms = _rows(matrix)
+        self.row = dict(zip(self.ids, self.matrix, strict=True))  # views into the matrix
+        return self.matrix
+
+    def record(self, node_id: str) -> VectorRecord:
+        """The record with its vector, as the inner store returns it."""
+        return replace(self.records[node_id], vector=tuple(self.row[node_id].tolist()))
 
     def put(self, record: VectorRecord, stored: np.ndarray) -> None:
-        self.records[record.id] = record
-        self.unit[record.id] = _unit_rows(stored.reshape(1, -1))[0]
+        self.records[record.id] = replace(record, vector=())
+        self.row[record.id] = stored
         self.matrix = None
 
     def drop(self, node_id: str) -> None:
         if self.records.pop(node_id, None) is not None:
-            self.unit.pop(node_id, None)
+            self.row.pop(node_id, None)
             self.matrix = None
 
-    def rows(self) -> tuple[list[str], np.ndarray]:
-        """Ids and their unit rows."""
-        if self.matrix is not None:
-            return self.ids, self.matrix
-        self.ids = list(self.records)
-        if not self.ids:
-            return self.ids, np.empty((0, 0), dtype=np.float32)
-        return self.ids, self._stacked(np.stack([self.unit[i] for i in self.ids]))
+    def rows(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Ids, their rows and the inverse of each row's norm."""
+        if self.matrix is None:
+            self.ids = list(self.records)
+            if not self.ids:
+                empty = np.empty((0, 0), dtype=np.float32)
+                return self.ids, empty, empty
+            self._stacked(np.stack([self.row[i] for i in self.ids]))
+        assert self.matrix is not None and self.inverse_norms is not None  # noqa: S101
+        return self.ids, self.matrix, self.inverse_norms
 
 
 class CachedVectorStore:
     """The VectorStore port over ``inner``, with exact in-memory search per cached cube."""
 
-    def __init__(
-        self, inner: VectorStore, max_vectors: int = 200_000, wait_for_load: bool = False
-    ) -> None:
+    def __init__(self, inner: VectorStore, max_vectors: int = 100_000, max_cubes: int = 1_000,
+                 wait_for_load: bool = False) -> None:
         self.inner = inner
         self.max_vectors = max_vectors
+        self.max_cubes = max_cubes
         self.wait_for_load = wait_for_load  # a miss waits for the load instead of falling back
-        self._cubes: OrderedDict[str, _CubeIndex] = OrderedDict()
+        self._cubes: LRU[str, _CubeIndex] = LRU(max_cubes, max_weight=max_vectors, weigh=len)
         self._loading: dict[str, asyncio.Task[None]] = {}
-        self._writes: dict[str, int] = {}  # per-cube write counter: a load racing a write retries
+        # per cube loading now, its writes since the load began: a load racing a write retries
+        self._writes: dict[str, int] = {}
 
     @property
     def dim(self) -> int:
@@ -117,9 +130,9 @@ class CachedVectorStore:
         """
         index = self._cubes.get(cube_id)
         if index is not None:
-            self._cubes.move_to_end(cube_id)
             return index
         if cube_id not in self._loading:
+            self._writes[cube_id] = 0
             self._loading[cube_id] = asyncio.create_task(self._load(cube_id))
         return None
 
@@ -130,58 +143,62 @@ class CachedVectorStore:
                 records = await self.inner.all_records(cube_id)
                 index = await asyncio.to_thread(_CubeIndex.of, records)
                 if self._writes.get(cube_id, 0) == before:  # no write raced the read
-                    self._cubes[cube_id] = index
-                    self._evict()
+                    self._cubes.put(cube_id, index)
                     return
         finally:
             self._loading.pop(cube_id, None)
+            self._writes.pop(cube_id, None)
 
     def loaded(self, cube_id: str) -> bool:
         """Whether the cube's vectors are held in memory now."""
         return cube_id in self._cubes
 
+    @property
+    def held(self) -> tuple[int, int]:
+        """Cubes and vectors held in memory now."""
+        return len(self._cubes), self._cubes.weight
+
     async def warm(self, cube_id: str) -> _CubeIndex | None:
         """Load a cube now (tests, benchmarks, start-up warming)."""
         if self._cached(cube_id) is None and (task := self._loading.get(cube_id)) is not None:
             await task
-        return self._cubes.get(cube_id)
+        return self._cubes.peek(cube_id)
 
     async def _lookup(self, cube_id: str) -> _CubeIndex | None:
         return await self.warm(cube_id) if self.wait_for_load else self._cached(cube_id)
 
     def _wrote(self, cube_id: str) -> _CubeIndex | None:
-        self._writes[cube_id] = self._writes.get(cube_id, 0) + 1
-        return self._cubes.get(cube_id)
-
-    def _evict(self) -> None:
-        total = sum(len(c.records) for c in self._cubes.values())
-        while total > self.max_vectors and len(self._cubes) > 1:
-            _, oldest = self._cubes.popitem(last=False)
-            total -= len(oldest.records)
+        if cube_id in self._writes:
+            self._writes[cube_id] += 1
+        return self._cubes.peek(cube_id)
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         await self.inner.upsert(records)
+        touched: set[str] = set()
         for record in records:
             if (index := self._wrote(record.cube_id)) is not None:
                 # stored as float32, like the inner store does
-                stored = np.asarray(record.vector, dtype=np.float32)
-                index.put(replace(record, vector=tuple(stored.tolist())), stored)
+                index.put(record, np.asarray(record.vector, dtype=np.float32))
+                touched.add(record.cube_id)
+        for cube_id in touched:
+            self._cubes.reweigh(cube_id)
 
     async def delete(self, cube_id: str, ids: Sequence[str]) -> None:
         await self.inner.delete(cube_id, ids)
         if (index := self._wrote(cube_id)) is not None:
             for node_id in ids:
                 index.drop(node_id)
+            self._cubes.reweigh(cube_id)
 
     async def get(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
             return await self.inner.get(cube_id, ids)
-        return [index.records[i] for i in dict.fromkeys(ids) if i in index.records]
+        return [index.record(i) for i in dict.fromkeys(ids) if i in index.records]
 
     async def all_records(self, cube_id: str) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
             return await self.inner.all_records(cube_id)
-        return list(index.records.values())
+        return [index.record(i) for i in index.records]
 
     async def list_ids(self, cube_id: str) -> list[str]:
         if (index := await self._lookup(cube_id)) is None:
@@ -205,15 +222,15 @@ class CachedVectorStore:
             return []
         if (index := await self._lookup(cube_id)) is None:
             return await self.inner.search(cube_id, query)
-        ids, matrix = index.rows()
+        ids, matrix, inverse_norms = index.rows()
         if not ids:
             return []
-        scores = matrix @ target
+        scores = (matrix @ target) * inverse_norms
         hits: list[VectorHit] = []
         for row in np.argsort(-scores, kind="stable"):
             record = index.records[ids[row]]
             if record_answers(record, query):
-                hits.append(VectorHit(record.id, float(scores[row]), record))
+                hits.append(VectorHit(record.id, float(scores[row]), index.record(record.id)))
                 if len(hits) == query.top_k:
                     break
         return hits
@@ -228,5 +245,5 @@ class CachedVectorStore:
     async def clear_cube(self, cube_id: str) -> int:
         removed = await self.inner.clear_cube(cube_id)
         self._wrote(cube_id)
-        self._cubes.pop(cube_id, None)
+        self._cubes.pop(cube_id)
         return removed

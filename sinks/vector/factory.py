@@ -28,5 +28,6 @@ def create_vector_store(settings: Settings, dim: int) -> VectorStore:
         index_type=vector.index_type,
     )
     if store.is_lite and vector.lite_cache_max_vectors > 0:
-        return CachedVectorStore(store, max_vectors=vector.lite_cache_max_vectors)
+        return CachedVectorStore(store, max_vectors=vector.lite_cache_max_vectors,
+                                 max_cubes=vector.lite_cache_max_cubes)
     return store

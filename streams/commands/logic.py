@@ -144,7 +144,7 @@ async def erase_cube(cube_id: str, deps: Deps) -> Erased:
     the erasure is announced only when the stores hold nothing of it any more."""
     nodes, vectors = await deps.store.clear_cube(cube_id)
     cached = await forget_cube(deps.embedder, cube_id)  # the vectors kept of its texts
-    indexes = indexes_for(deps.query)
+    indexes = indexes_for(deps.query, deps.settings.search)
     if indexes.held(cube_id):  # its episodes' texts, held for search: rebuilt without them
         await indexes.get(deps.query, cube_id)
     await purge_deleted(deps.store, cube_id)  # and out of the stores' files

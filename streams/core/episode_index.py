@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memstream.sinks.lru import LRU
 from memstream.streams.core.lexical import BM25, terms
 from memstream.topics.models import MemoryItem
+from memstream.topics.settings import SearchSettings
 
 if TYPE_CHECKING:
     from memstream.sinks.query import MemoryQuery
@@ -147,17 +149,35 @@ class EpisodeIndex:
 
 
 class EpisodeIndexes:
-    """Per store and cube, the latest ``EpisodeIndex`` (one rebuild at a time per cube)."""
+    """Per store and cube, the latest ``EpisodeIndex`` (one rebuild at a time per cube), of
+    the cubes searched last: at most ``max_cubes`` and ``max_turns`` turns in all (an index
+    costs ~2 KB a turn, its episodes' text included). A cube that left is built again from
+    the store on its next search, as on its first."""
 
-    def __init__(self, max_cubes: int = 64) -> None:
-        self.max_cubes = max_cubes
-        self._indexes: dict[str, EpisodeIndex] = {}
+    def __init__(self, max_cubes: int = 64, max_turns: int = 200_000) -> None:
+        self._indexes: LRU[str, EpisodeIndex] = LRU(
+            max_cubes, max_weight=max_turns, weigh=lambda index: len(index.turns),
+            on_evict=self._evicted)
         self._locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[EpisodeIndex]] = {}
+
+    def bound(self, max_cubes: int, max_turns: int) -> None:
+        """Hold at most this many cubes and turns (from the next index held on)."""
+        self._indexes.max_items, self._indexes.max_weight = max_cubes, max_turns
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """Cubes and turns held now."""
+        return len(self._indexes), self._indexes.weight
 
     def held(self, cube_id: str) -> bool:
         """Whether an index of the cube is held now (it may be rebuilt before use)."""
         return cube_id in self._indexes
+
+    def _evicted(self, cube_id: str, _index: EpisodeIndex) -> None:
+        lock = self._locks.get(cube_id)
+        if lock is not None and not lock.locked():
+            del self._locks[cube_id]
 
     async def get(self, query: object, cube_id: str) -> EpisodeIndex:
         from memstream.sinks.query import MemoryQuery
@@ -192,28 +212,32 @@ class EpisodeIndexes:
         """The cube's index at ``version``, rebuilt unless one is (built within ``fresh_s``
         when given)."""
         lock = self._locks.setdefault(cube_id, asyncio.Lock())
-        async with lock:
-            current = self._indexes.get(cube_id)
-            if current is not None and current.version == version and \
-                    (fresh_s is None or time.monotonic() - current.built_at < fresh_s):
-                return current
-            episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
-            index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
-            if current is not None:
-                index.statement_messages = current.statement_messages
-            self._indexes.pop(cube_id, None)
-            self._indexes[cube_id] = index
-            while len(self._indexes) > self.max_cubes:
-                self._indexes.pop(next(iter(self._indexes)))
-            return index
+        try:
+            async with lock:
+                current = self._indexes.peek(cube_id)
+                if current is not None and current.version == version and \
+                        (fresh_s is None or time.monotonic() - current.built_at < fresh_s):
+                    return current
+                episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
+                index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
+                if current is not None:
+                    index.statement_messages = current.statement_messages
+                self._indexes.put(cube_id, index)
+                return index
+        finally:
+            if cube_id not in self._indexes and not lock.locked():
+                self._locks.pop(cube_id, None)  # nothing held of the cube: nor its lock
 
 
 _by_query: weakref.WeakKeyDictionary[object, EpisodeIndexes] = weakref.WeakKeyDictionary()
 
 
-def indexes_for(query: object) -> EpisodeIndexes:
-    """The indexes of one store (a worker's stores live as long as its ``Deps``)."""
+def indexes_for(query: object, search: SearchSettings | None = None) -> EpisodeIndexes:
+    """The indexes of one store (a worker's stores live as long as its ``Deps``), bounded by
+    ``search.episode_index_cubes`` and ``.episode_index_turns`` when given."""
     found = _by_query.get(query)
     if found is None:
         found = _by_query[query] = EpisodeIndexes()
+    if search is not None:
+        found.bound(search.episode_index_cubes, search.episode_index_turns)
     return found

@@ -108,7 +108,7 @@ async def rank_windows(
     of its turns the filters allow. ``statements``: a hit may be the statement of its turn
     (when it passes the filters too)."""
     cfg = deps.settings.search
-    index = await indexes_for(deps.query).get(deps.query, cube_id)
+    index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id)
     n = len(index.turns)
     if not n:
         return [], index, np.zeros(0, dtype=bool)

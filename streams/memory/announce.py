@@ -13,10 +13,10 @@ their ids stay what they were:
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from memstream.history.snapshots import slim
+from memstream.sinks.lru import LRU
 from memstream.streams.runtime.stage import Outgoing, Record
 from memstream.topics.events import ExtractedMemory, MemoryUpdate
 
@@ -28,18 +28,14 @@ class RecentItems:
     item rebuilds the node, so a stale entry cannot make a wrong announcement)."""
 
     def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self.items: OrderedDict[str, ExtractedMemory] = OrderedDict()
+        self.items: LRU[str, ExtractedMemory] = LRU(size)
 
     def remember(self, records: Sequence[Record[ExtractedMemory]]) -> None:
         for record in records:
-            self.items[record.value.event_id] = record.value
-            self.items.move_to_end(record.value.event_id)
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
+            self.items.put(record.value.event_id, record.value)
 
     def get(self, event_id: str | None) -> ExtractedMemory | None:
-        return self.items.get(event_id or "")
+        return self.items.peek(event_id or "")
 
 
 RECENT = RecentItems()

@@ -20,13 +20,13 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from memstream.kafka import tracing
+from memstream.sinks.lru import LRU
 from memstream.streams import metering
 from memstream.streams.llm.port import LLM, Ctx, LLMError, LLMUsage, Resp, Task
 from memstream.streams.llm.rules import stand_in
@@ -72,26 +72,46 @@ def call_key(task: Task[Ctx, Resp], ctx: Ctx) -> str:
     return hashlib.sha256(f"{task.name}\0{text}".encode()).hexdigest()
 
 
-@dataclass
 class Ledger:
-    """Tokens spent per (cube, period), each distinct call counted once."""
+    """Tokens spent per (cube, period), each distinct call counted once.
 
-    calls: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    announced: set[tuple[str, str, str]] = field(default_factory=set)
-    loaded: set[tuple[str, str]] = field(default_factory=set)  # read from the store
+    With ``max_books`` / ``max_calls`` it holds the books of the cubes that called last, at
+    most that many (cube, period) books and calls in all: a book let go is read from the
+    store again on the cube's next call (the store has every call: each is written there as
+    it is counted). Without them (no store) it holds every book."""
+
+    def __init__(self, max_books: int | None = None, max_calls: int | None = None) -> None:
+        self.calls: LRU[tuple[str, str], dict[str, int]] = LRU(
+            max_books, max_weight=max_calls, weigh=len if max_calls is not None else None,
+            on_evict=self._evicted)
+        self.announced: set[tuple[str, str, str]] = set()
+        self.loaded: set[tuple[str, str]] = set()  # read from the store
+        self.locks: dict[str, asyncio.Lock] = {}  # per cube with a budget, while its book is held
 
     def spent(self, cube_id: str, period: str) -> int:
-        return sum(self.calls.get((cube_id, period), {}).values())
+        return sum((self.calls.get((cube_id, period)) or {}).values())
 
     def paid(self, cube_id: str, period: str, key: str) -> bool:
         """Whether this question was already asked (and counted) for the cube this period."""
-        return key in self.calls.get((cube_id, period), {})
+        return key in (self.calls.get((cube_id, period)) or {})
+
+    def book(self, cube_id: str, period: str) -> dict[str, int]:
+        return self.calls.setdefault((cube_id, period), dict)
 
     def record(self, cube_id: str, period: str, key: str, tokens: int) -> None:
-        book = self.calls.setdefault((cube_id, period), {})
-        book[key] = tokens
+        self.book(cube_id, period)[key] = tokens
+        self.calls.reweigh((cube_id, period))
         for old in [k for k in self.calls if k[0] == cube_id and k[1] != period]:
-            del self.calls[old]  # earlier periods are closed
+            self.calls.pop(old)  # earlier periods are closed
+            self.loaded.discard(old)
+        if any(a[1] != period for a in self.announced):
+            self.announced = {a for a in self.announced if a[1] == period}
+
+    def _evicted(self, key: tuple[str, str], _book: dict[str, int]) -> None:
+        self.loaded.discard(key)  # read again from the store on the cube's next call
+        lock = self.locks.get(key[0])
+        if lock is not None and not lock.locked():
+            del self.locks[key[0]]
 
 
 class MeteredLLM:
@@ -105,8 +125,8 @@ class MeteredLLM:
         self.clock = clock
         self.metrics = metrics
         self.graph = graph  # where the ledger is kept (None: in this process only)
-        self.ledger = Ledger()
-        self._budget_locks: dict[str, asyncio.Lock] = {}
+        self.ledger = Ledger(settings.ledger_cubes, settings.ledger_calls) if graph is not None \
+            else Ledger()
         self.usage: LLMUsage = inner.usage  # the provider's own counters (same object)
 
     async def run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
@@ -116,7 +136,7 @@ class MeteredLLM:
             return await self._run(task, ctx)
         # A cube with a budget asks one question at a time: each is checked against what the
         # ones before it spent (overlapping calls would all pass the check, then overspend).
-        async with self._budget_locks.setdefault(scope.cube_id, asyncio.Lock()):
+        async with self.ledger.locks.setdefault(scope.cube_id, asyncio.Lock()):
             return await self._run(task, ctx)
 
     async def _run(self, task: Task[Ctx, Resp], ctx: Ctx) -> Resp:
@@ -194,9 +214,10 @@ class MeteredLLM:
         if self.graph is None or (cube_id, period) in self.ledger.loaded:
             return
         stored = await self.graph.llm_spend(cube_id, period)
-        book = self.ledger.calls.setdefault((cube_id, period), {})
+        book = self.ledger.book(cube_id, period)
         for key, tokens in stored.items():
             book.setdefault(key, tokens)
+        self.ledger.calls.reweigh((cube_id, period))
         self.ledger.loaded.add((cube_id, period))
 
     def _over_budget(self, task: Task[Ctx, Resp], ctx: Ctx, scope: metering.Scope | None,

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from memstream.sinks.lru import LRU
 from memstream.topics.settings import Settings
 
 if TYPE_CHECKING:
@@ -107,6 +108,9 @@ class WorkerMetrics:
                            "Tokens a cube with a budget spent in the current period", ["cube"],
                            registry=r)
         r.register(_StageCollector(self))
+        self._labelled: set[str] = set()  # cubes with a label of their own (see _cube)
+        self._spenders: LRU[str, bool] = LRU(settings.metrics.cube_labels_max,
+                                            on_evict=lambda cube, _: self.spent.remove(cube))
         self._server: Any = None
         self._sampler: asyncio.Task[None] | None = None
         self.url: str | None = None
@@ -120,7 +124,20 @@ class WorkerMetrics:
             s.latency = self.stage_seconds.labels(name)
 
     def _cube(self, cube_id: str) -> str:
-        return cube_id if self.settings.metrics.cube_labels else ""
+        """The cube's label: its id for the first ``metrics.cube_labels_max`` cubes this
+        worker meters, "" for the others (and for every cube without ``cube_labels``).
+
+        A cap, not a least-recently-used bound: a counter's series that left and came back
+        would read as a reset, and one folded into "" as a jump of its whole count; capped,
+        every series only grows and their sum stays the worker's total."""
+        if not self.settings.metrics.cube_labels:
+            return ""
+        if cube_id in self._labelled:
+            return cube_id
+        if len(self._labelled) < self.settings.metrics.cube_labels_max:
+            self._labelled.add(cube_id)
+            return cube_id
+        return ""
 
     def llm_call(self, stage: str, cube_id: str, task: str, outcome: str, prompt: int,
                  completion: int, seconds: float) -> None:
@@ -133,13 +150,16 @@ class WorkerMetrics:
         self.llm_seconds.labels(stage, cube).observe(seconds)
 
     def budget_spent(self, cube_id: str, tokens: int) -> None:
+        """The cube's spend now, for the ``metrics.cube_labels_max`` cubes that spent last
+        (a gauge that leaves only stops being reported; it is set again at the next call)."""
+        self._spenders.put(cube_id, True)
         self.spent.labels(cube_id).set(tokens)
 
     def turns_ingested(self, turns: int) -> None:
         self.turns.inc(turns)
 
     def budget_exceeded(self, cube_id: str, stage: str, action: str) -> None:
-        self.over_budget.labels(cube_id, stage, action).inc()
+        self.over_budget.labels(self._cube(cube_id), stage, action).inc()
 
     def search(self, mode: str, seconds: float) -> None:
         self.search_seconds.labels(mode).observe(seconds)

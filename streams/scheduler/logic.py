@@ -189,7 +189,7 @@ async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) ->
     flat = replace(deps, settings=deps.settings.model_copy(update={
         "search": deps.settings.search.model_copy(update={"passage_turns": 1})}))
     results = await asyncio.gather(*(search(r, flat) for r in requests))
-    index = await indexes_for(deps.query).get(deps.query, msg.cube_id)
+    index = await indexes_for(deps.query, deps.settings.search).get(deps.query, msg.cube_id)
     spans = {id(h): spanned(h, index) for scored, _ in results for h in scored}
     episodes = {e.id: e for ids in spans.values() for e in ids}
     # each hit's own episode in the search's order, then the episodes its excerpt runs into

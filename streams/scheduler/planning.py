@@ -12,7 +12,6 @@ order); the result is cut to the capacity.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +19,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from memstream.sinks.lru import LRU
 from memstream.streams.core.working_memory import Entry, admissible, entry_of_copy
 from memstream.streams.embed.port import Embedder
 from memstream.streams.llm.port import LLMError
@@ -112,20 +112,20 @@ class QueryVectors:
 
     def __init__(self, embedder: Embedder, size: int = 4096) -> None:
         self._embedder = embedder
-        self._size = size
-        self._cache: OrderedDict[str, Matrix] = OrderedDict()
+        self._cache: LRU[str, Matrix] = LRU(size)
 
     async def __call__(self, texts: Sequence[str]) -> Matrix:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        known: dict[str, Matrix] = {}
+        for text in texts:  # each a use, in order: the last one asked is the newest
+            if (row := self._cache.get(text)) is not None:
+                known[text] = row
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
             fresh = await self._embedder.embed_queries(missing)
             for text, row in zip(missing, fresh, strict=True):
-                self._cache[text] = np.asarray(row, dtype=np.float32)
-        rows = [self._cache[t] for t in texts]
-        for text in texts:
-            self._cache.move_to_end(text)
-        while len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+                known[text] = np.asarray(row, dtype=np.float32)
+                self._cache.put(text, known[text])
+        rows = [known[t] for t in texts]
         return np.stack(rows) if rows else np.zeros((0, self._embedder.dim), dtype=np.float32)
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from memstream.sinks.lru import LRU
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import RequestBase
 from memstream.topics.models import MemoryItem, UsageRecord
@@ -24,15 +26,32 @@ from memstream.topics.models import MemoryItem, UsageRecord
 log = logging.getLogger("memstream.search")
 
 
+@dataclass
+class _Pending:
+    """A cube's uses not written yet: node -> records, and each node as last returned."""
+
+    uses: dict[str, list[UsageRecord]] = field(default_factory=dict)
+    seen: dict[str, MemoryItem] = field(default_factory=dict)
+
+
 class UsageWriter:
-    """Collects what searches returned and writes it per cube, every ``flush_s``."""
+    """Collects what searches returned and writes it per cube, every ``flush_s``.
+
+    It holds the uses of at most ``search.usage_cubes`` cubes: a use in one more cube has
+    the least recently searched cube's uses written at once, so a burst of searches over
+    many cubes holds no more, and loses nothing."""
 
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
-        self._uses: dict[str, dict[str, list[UsageRecord]]] = {}  # cube -> node -> records
-        self._seen: dict[str, dict[str, MemoryItem]] = {}  # cube -> node as last returned
+        self._pending: LRU[str, _Pending] = LRU(deps.settings.search.usage_cubes,
+                                                on_evict=self._write_now)
         self._task: asyncio.Task[None] | None = None
         self._writing: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending_cubes(self) -> int:
+        """Cubes whose uses are held, not written yet."""
+        return len(self._pending)
 
     def add(self, request: RequestBase, items: Sequence[MemoryItem]) -> None:
         """Record that ``request`` returned ``items`` (written within ``usage_flush_s``)."""
@@ -41,38 +60,38 @@ class UsageWriter:
         record = UsageRecord(at=self.deps.clock(), requester=request.requester,
                              query=getattr(request, "query", None))
         keep = self.deps.settings.search.usage_history
-        uses = self._uses.setdefault(request.cube_id, {})
-        seen = self._seen.setdefault(request.cube_id, {})
+        pending = self._pending.setdefault(request.cube_id, _Pending)
         for item in items:
-            records = uses.setdefault(item.id, [])
+            records = pending.uses.setdefault(item.id, [])
             records.append(record)
             del records[:-keep]  # only the newest ``keep`` are ever kept
-            seen[item.id] = item
+            pending.seen[item.id] = item
         if self.deps.settings.search.usage_flush_s <= 0:
             self._spawn(self.flush())
         elif self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="memstream-usage")
 
     async def _run(self) -> None:
-        while self._uses:
+        while len(self._pending):
             await asyncio.sleep(self.deps.settings.search.usage_flush_s)
             self._spawn(self.flush())  # its own task: stopping this loop never cuts a write
 
     async def flush(self) -> None:
         """Write every use held now, one write per cube (cubes concurrently)."""
-        uses, self._uses = self._uses, {}
-        seen, self._seen = self._seen, {}
-        await asyncio.gather(*(self._write(cube, nodes, list(seen.get(cube, {}).values()))
-                               for cube, nodes in uses.items()))
+        held = self._pending.items()
+        self._pending.clear()
+        await asyncio.gather(*(self._write(cube, pending) for cube, pending in held))
 
-    async def _write(self, cube_id: str, uses: dict[str, list[UsageRecord]],
-                     seen: list[MemoryItem]) -> None:
+    def _write_now(self, cube_id: str, pending: _Pending) -> None:
+        self._spawn(self._write(cube_id, pending))
+
+    async def _write(self, cube_id: str, pending: _Pending) -> None:
         try:
-            await self.deps.store.record_usage(cube_id, uses, self.deps.settings.search
-                                               .usage_history, seen=seen)
+            await self.deps.store.record_usage(cube_id, pending.uses, self.deps.settings.search
+                                               .usage_history, seen=list(pending.seen.values()))
         except Exception as exc:  # noqa: BLE001 - reported; the searches were answered
-            log.warning("usage of %d nodes in %s was not recorded: %s", len(uses), cube_id,
-                        exc)
+            log.warning("usage of %d nodes in %s was not recorded: %s", len(pending.uses),
+                        cube_id, exc)
 
     def _spawn(self, write: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(write)

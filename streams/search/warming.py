@@ -5,7 +5,8 @@ searches reuse: the cube's episodes read and indexed for turn ranking, and its v
 loaded into the in-memory index in front of Milvus Lite, while both loads compete with
 the search itself. On the dev-split cubes (bench/retrieval_quality.py) the first search
 of each cube took 0.9-1.6 s against a p95 of about 0.2 s for the rest. So a worker loads
-both for the ``search.warm_cubes`` cubes whose memories changed last, one cube at a time,
+both for the ``search.warm_cubes`` cubes whose memories changed last (no more than the
+caches hold: ``search.episode_index_cubes``, ``vector.lite_cache_max_cubes``), one at a time,
 in the background, once it has started: a cube searched meanwhile just loads itself (the
 caches share one load per cube). The lemma dictionary of keyword ranking is loaded first;
 what was loaded is frozen out of the cyclic collector's passes (``streams/runtime/heap.py``).
@@ -31,6 +32,10 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
     """Load the search caches of the ``cubes`` most recently changed cubes; returns those
     warmed."""
     await asyncio.to_thread(lexical.warm)
+    vectors = deps.store.vectors
+    # no more than the caches hold: a cube warmed beyond them would push out one warmed before
+    cubes = min(cubes, deps.settings.search.episode_index_cubes,
+                vectors.max_cubes if isinstance(vectors, CachedVectorStore) else cubes)
     if cubes <= 0:
         return []
     started = time.perf_counter()
@@ -40,12 +45,11 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
         log.warning("search caches not warmed: the cubes could not be listed: %s", exc)
         return []
     warmed = []
-    vectors = deps.store.vectors
     for cube in recent:
         try:
             if isinstance(vectors, CachedVectorStore):
                 await vectors.warm(cube)
-            await indexes_for(deps.query).get(deps.query, cube)
+            await indexes_for(deps.query, deps.settings.search).get(deps.query, cube)
         except Exception as exc:  # noqa: BLE001 - the cube loads on its first search instead
             log.warning("search caches of cube %s not warmed: %s", cube, exc)
             continue

@@ -234,3 +234,22 @@ async def test_an_old_index_serves_its_search_and_is_rebuilt_behind_it(
         await asyncio.sleep(0.01)
     assert any("Seville" in t.text for t in latest.turns)
     assert not any("Lisbon" in t.text for t in latest.turns)
+
+
+async def test_a_cube_whose_index_was_let_go_is_found_as_before(tmp_path: Path) -> None:
+    """A worker holds the episode indexes of a bounded number of cubes
+    (``search.episode_index_cubes``): searching another cube lets the first one's go, and its
+    next search, built again from the store, finds the same turns with the same excerpts."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T), search={"episode_index_cubes": 1})
+    await _ingest(deps, "alice")
+    await _ingest(deps, "bob")
+    question = ask("What does my brother's bakery sell?", top_k=5)
+
+    async def found() -> list[tuple[str, str | None, float]]:
+        hits, _ = await search(question, deps)
+        return [(h.item.id, h.excerpt, round(h.score, 6)) for h in hits]
+
+    before = await found()
+    await search(SearchRequest(user_id="bob", query="Where is the summer trip?"), deps)
+    assert not indexes_for(deps.query).held("alice")
+    assert await found() == before and before[0][1] and "sourdough" in before[0][1]

@@ -100,4 +100,54 @@ async def test_a_restarted_worker_resumes_the_count_from_the_store() -> None:
     assert (await second.run(TASK, Ctx(text="three"))).source == "model"  # 60 < 70
     assert (await second.run(TASK, Ctx(text="four"))).source == "rules"  # 90 >= 70
     assert second.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 1
-    assert await graph.llm_spend("c", "2026-11-24") == second.ledger.calls[("c", "2026-11-24")]
+    assert await graph.llm_spend("c", "2026-11-24") == second.ledger.calls.peek(("c", "2026-11-24"))
+
+
+def _bounded(graph: InMemoryGraphStore, model: CountingModel, **bounds: int) -> MeteredLLM:
+    settings = GovernanceSettings(token_budget=70, **bounds)
+    return MeteredLLM(model, settings, _clock, graph=graph)
+
+
+async def _ask(llm: MeteredLLM, cube: str, text: str) -> str:
+    metering.enter("extraction", cube)
+    return (await llm.run(TASK, Ctx(text=text))).source
+
+
+async def test_a_worker_holds_the_books_of_a_bounded_number_of_cubes() -> None:
+    llm = _bounded(InMemoryGraphStore(), CountingModel(), ledger_cubes=3, ledger_calls=1_000)
+    for c in range(30):
+        for text in ("one", "two"):
+            await _ask(llm, f"cube{c}", text)
+        assert len(llm.ledger.calls) <= 3 and len(llm.ledger.locks) <= 3
+    by_calls = _bounded(InMemoryGraphStore(), CountingModel(), ledger_calls=5)
+    for c in range(30):
+        for text in ("one", "two"):
+            await _ask(by_calls, f"cube{c}", text)
+        assert by_calls.ledger.calls.weight <= 5
+    assert len(by_calls.ledger.calls) == 2
+
+
+async def test_a_cube_whose_book_was_let_go_keeps_its_count_and_its_paid_questions() -> None:
+    """The same answers as a worker that never let the book go: the count and the calls
+    paid for come back from the store."""
+    model = CountingModel()
+    llm = _bounded(InMemoryGraphStore(), model, ledger_cubes=2)
+    for text in ("one", "two"):
+        assert await _ask(llm, "c", text) == "model"
+    for other in ("x", "y", "z"):
+        await _ask(llm, other, "hello")
+    assert ("c", "2026-11-24") not in llm.ledger.calls  # let go
+    assert await _ask(llm, "c", "one") == "model"  # paid for: from the journal, not counted
+    assert llm.ledger.spent("c", "2026-11-24") == 60
+    assert await _ask(llm, "c", "three") == "model"  # 60 < 70
+    for other in ("x", "y", "z"):
+        await _ask(llm, other, "again")
+    assert await _ask(llm, "c", "four") == "rules"  # 90 >= 70, after a second reload
+    assert llm.ledger.spent("c", "2026-11-24") == 90 and model.usage.calls == 9
+
+
+async def test_the_cube_that_called_least_recently_goes_first() -> None:
+    llm = _bounded(InMemoryGraphStore(), CountingModel(), ledger_cubes=3)
+    for cube in ("a", "b", "c", "a", "d"):  # a called again: b is the oldest
+        await _ask(llm, cube, "hello")
+    assert sorted(cube for cube, _ in llm.ledger.calls) == ["a", "c", "d"]

@@ -1,0 +1,118 @@
+"""The per-cube index in front of a vector store (sinks/vector/cache.py) holds a bounded
+number of cubes and vectors, whatever the number of cubes searched, and a cube it let go is
+answered from the store beneath with the same results. The store beneath is the shipped
+in-memory double (it passes the same contract suite as Milvus)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord
+from memstream.sinks.vector.cache import CachedVectorStore
+from memstream.sinks.vector.memory import InMemoryVectorStore
+
+DIM = 8
+
+
+def vec(seed: int) -> list[float]:
+    return [float(x) for x in np.random.default_rng(seed).standard_normal(DIM)]
+
+
+def records(cube: str, n: int, seed: int = 0) -> list[VectorRecord]:
+    return [VectorRecord(id=f"{cube}-n{i}", cube_id=cube, user_id="u", memory_type="LongTermMemory",
+                         status="activated", vector=vec(seed * 1000 + i), key=f"key {i}",
+                         tags=(f"t{i % 3}",), session_id=f"s{i % 2}")
+            for i in range(n)]
+
+
+def answers(hits: list[VectorHit]) -> list[tuple[str, float, tuple[float, ...], str]]:
+    """What a caller reads of a search: ids in order, scores, vectors, metadata."""
+    return [(h.id, round(h.score, 5), tuple(np.float32(h.record.vector).tolist()),
+             h.record.key) for h in hits]
+
+
+async def cache_of(cubes: int, per_cube: int, **bounds: int) -> CachedVectorStore:
+    inner = InMemoryVectorStore(DIM)
+    for c in range(cubes):
+        await inner.upsert(records(f"cube{c}", per_cube, seed=c))
+    return CachedVectorStore(inner, **bounds)
+
+
+async def test_it_never_holds_more_cubes_or_vectors_than_its_bounds() -> None:
+    cache = await cache_of(40, 10, max_cubes=5, max_vectors=1_000)
+    for c in range(40):
+        await cache.warm(f"cube{c}")
+        assert cache.held[0] <= 5
+    assert cache.held == (5, 50)
+    by_vectors = await cache_of(40, 10, max_cubes=1_000, max_vectors=35)
+    for c in range(40):
+        await by_vectors.warm(f"cube{c}")
+        assert by_vectors.held[1] <= 35
+    assert by_vectors.held == (3, 30)
+    # writes to cubes it does not hold leave nothing behind
+    for c in range(40, 400):
+        await by_vectors.upsert(records(f"cube{c}", 1))
+    assert by_vectors.held == (3, 30) and by_vectors._writes == {}
+
+
+async def test_writes_to_a_held_cube_count_against_the_bound() -> None:
+    cache = await cache_of(3, 10, max_vectors=30)
+    for c in range(3):
+        await cache.warm(f"cube{c}")
+    await cache.upsert(records("cube2", 15, seed=9))  # cube2 grows to 15 vectors
+    assert cache.held == (2, 25)
+    assert not cache.loaded("cube0") and cache.loaded("cube2")
+    assert await cache.count("cube2") == 15
+
+
+async def test_an_evicted_cube_answers_as_before_from_the_store_and_once_reloaded() -> None:
+    cache = await cache_of(6, 20, max_cubes=2)
+    query = VectorQuery(vec(3), 7)
+    filtered = VectorQuery(vec(4), 5, memory_types=("LongTermMemory",))
+    await cache.warm("cube0")
+    held = (answers(await cache.search("cube0", query)),
+            answers(await cache.search("cube0", filtered)),
+            await cache.get("cube0", ["cube0-n4", "cube0-n1", "absent"]),
+            sorted(await cache.list_ids("cube0")))
+    for c in range(1, 6):
+        await cache.warm(f"cube{c}")
+    assert not cache.loaded("cube0")
+    cold = (answers(await cache.search("cube0", query)),  # from the store, loading behind
+            answers(await cache.search("cube0", filtered)),
+            await cache.get("cube0", ["cube0-n4", "cube0-n1", "absent"]),
+            sorted(await cache.list_ids("cube0")))
+    await cache.warm("cube0")
+    assert cache.loaded("cube0")
+    reloaded = (answers(await cache.search("cube0", query)),
+                answers(await cache.search("cube0", filtered)),
+                await cache.get("cube0", ["cube0-n4", "cube0-n1", "absent"]),
+                sorted(await cache.list_ids("cube0")))
+    assert held[0] == cold[0] == reloaded[0] and len(held[0]) == 7
+    assert held[1] == cold[1] == reloaded[1]
+    assert [(r.id, np.float32(r.vector).tolist()) for r in held[2]] == \
+        [(r.id, np.float32(r.vector).tolist()) for r in cold[2]] == \
+        [(r.id, np.float32(r.vector).tolist()) for r in reloaded[2]]
+    assert held[3] == cold[3] == reloaded[3]
+
+
+async def test_a_write_made_while_a_cube_was_evicted_is_seen_when_it_is_read_again() -> None:
+    cache = await cache_of(3, 5, max_cubes=1)
+    await cache.warm("cube0")
+    await cache.warm("cube1")  # cube0 evicted
+    await cache.upsert([VectorRecord(id="late", cube_id="cube0", user_id="u",
+                                     memory_type="LongTermMemory", status="activated",
+                                     vector=vec(777))])
+    await cache.delete("cube0", ["cube0-n0"])
+    await cache.warm("cube0")
+    hits = await cache.search("cube0", VectorQuery(vec(777), 10))
+    assert hits[0].id == "late" and "cube0-n0" not in {h.id for h in hits}
+    assert await cache.count("cube0") == 5
+
+
+async def test_the_least_recently_used_cube_goes_first() -> None:
+    cache = await cache_of(4, 3, max_cubes=3)
+    for c in range(3):
+        await cache.warm(f"cube{c}")
+    await cache.search("cube0", VectorQuery(vec(1), 2))  # cube0 used last: cube1 is oldest
+    await cache.warm("cube3")
+    assert [cache.loaded(f"cube{c}") for c in range(4)] == [True, False, True, True]

@@ -1,0 +1,85 @@
+"""The episode indexes of turn ranking (streams/core/episode_index.py): a worker holds those
+of the cubes searched last, at most ``search.episode_index_cubes`` cubes and
+``.episode_index_turns`` turns, and builds a cube's again from the store when it comes back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memstream.sinks.graph.memory import InMemoryGraphStore
+from memstream.sinks.query import MemoryQuery
+from memstream.sinks.vector.memory import InMemoryVectorStore
+from memstream.streams.core.episode_index import EpisodeIndex, EpisodeIndexes, indexes_for
+from memstream.streams.core.lexical import terms
+from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef
+from memstream.topics.settings import SearchSettings
+
+T = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+LINES = ["Caroline: I adopted a grey cat called Miso.", "Melanie: What does Miso eat?",
+         "Caroline: Mostly tuna, and my brother's sourdough.", "Melanie: Lucky cat!",
+         "Caroline: We booked a trip to Lisbon in July."]
+
+
+async def store_with(cubes: int, episodes: int = 1) -> MemoryQuery:
+    """A store whose cubes each hold ``episodes`` episodes of five turns."""
+    graph = InMemoryGraphStore()
+    for c in range(cubes):
+        cube = f"cube{c}"
+        await graph.upsert_nodes(cube, [MemoryItem(
+            id=f"{cube}-e{e}", memory="\n".join(f"{line} ({cube}, {e})" for line in LINES),
+            metadata=MemoryMetadata(
+                user_id=cube, cube_id=cube, memory_type="EpisodicMemory", session_id="s1",
+                created_at=T + timedelta(minutes=e),
+                sources=tuple(SourceRef(message_id=f"{cube}-m{e}-{i}") for i in range(5))))
+            for e in range(episodes)])
+    return MemoryQuery(graph, InMemoryVectorStore(dim=4))
+
+
+def answers(index: EpisodeIndex) -> tuple[object, ...]:
+    """What turn ranking reads of an index: the turns, their sources, speakers and BM25."""
+    return ([(t.text, t.message_id) for t in index.turns], index.session_of_turn,
+            [index.speakers[s] for s in index.speaker_of_turn],
+            index.turn_bm25.scores(terms("what does the cat eat")).tolist(),
+            index.episode_bm25.scores(terms("trip to Lisbon")).tolist())
+
+
+async def test_it_never_holds_more_cubes_or_turns_than_its_bounds() -> None:
+    query = await store_with(30, episodes=2)  # ten turns a cube
+    by_cubes = EpisodeIndexes(max_cubes=3)
+    by_turns = EpisodeIndexes(max_turns=25)
+    for c in range(30):
+        await by_cubes.get(query, f"cube{c}")
+        await by_turns.get(query, f"cube{c}")
+        assert by_cubes.sizes[0] <= 3 and by_turns.sizes[1] <= 25
+    assert by_cubes.sizes == (3, 30) and by_turns.sizes == (2, 20)
+    assert len(by_cubes._locks) <= 3 and len(by_turns._locks) <= 2  # nor a lock per cube
+
+
+async def test_an_evicted_cube_is_built_again_from_the_store_with_the_same_answers() -> None:
+    query = await store_with(3, episodes=3)
+    indexes = EpisodeIndexes(max_cubes=1)
+    first = await indexes.get(query, "cube0")
+    before = answers(first)
+    assert any("Miso eat? (cube0, 2)" in t.text for t in first.turns)
+    await indexes.get(query, "cube1")
+    assert not indexes.held("cube0")
+    again = await indexes.get(query, "cube0")
+    assert again is not first and answers(again) == before and indexes.held("cube0")
+
+
+async def test_the_least_recently_searched_cube_goes_first() -> None:
+    query = await store_with(4)
+    indexes = EpisodeIndexes(max_cubes=3)
+    for c in range(3):
+        await indexes.get(query, f"cube{c}")
+    await indexes.get(query, "cube0")  # searched again: cube1 is now the oldest
+    await indexes.get(query, "cube3")
+    assert [indexes.held(f"cube{c}") for c in range(4)] == [True, False, True, True]
+
+
+async def test_the_settings_bound_the_indexes_of_a_store() -> None:
+    query = await store_with(5)
+    indexes = indexes_for(query, SearchSettings(episode_index_cubes=2))
+    for c in range(5):
+        await indexes.get(query, f"cube{c}")
+    assert indexes.sizes[0] == 2 and indexes_for(query) is indexes
