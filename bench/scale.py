@@ -15,7 +15,8 @@ and collection; the workers are ``memstream worker`` processes (bench/load.py's
 3. takeover: ``--workers`` workers, the load published, and ``--stop-after`` seconds later
    the worker holding the most ingestion partitions (``conversations``, ``memory.items``)
    with records not yet committed is killed (SIGKILL; ``--sigterm`` stops it cleanly): the
-   seconds until each of those partitions gets a commit again (from a survivor), and until
+   seconds until each of those partitions (every pending one, when the broker does not say
+   who holds what) gets a commit again (from a survivor), and until
    the whole load is applied. If they get none within ``--takeover-timeout`` seconds, the
    round says so with the group's state and members, and its stores are read as they are.
 
