@@ -15,6 +15,7 @@ deferred import is still a dependency, and a cycle kept alive by deferring it).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -77,6 +78,17 @@ def imports_of(path: Path) -> set[str]:
 
 
 def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module's imports of the package's modules (the checkout's own graph is parsed
+    once per run: a dozen checks read it)."""
+    return _checkout_graph() if root == ROOT else _graph(root)
+
+
+@functools.cache
+def _checkout_graph() -> dict[str, set[str]]:
+    return _graph(ROOT)
+
+
+def _graph(root: Path) -> dict[str, set[str]]:
     modules = {module_name(p) if root == ROOT else _name_under(p, root): p
                for p in package_files(root)}
     return {name: {m for m in imports_of(path) if m in modules and m != name}
