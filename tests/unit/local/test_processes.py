@@ -26,8 +26,9 @@ def test_a_zombie_whose_parent_never_reaps_it_is_not_alive() -> None:
     """A killed service whose parent does not reap it (a container whose first process is no
     init) stays a zombie: it answers nothing and holds no port, so it does not run."""
     # sh starts a short-lived child, prints its pid, then becomes a process that never
-    # waits for it: the child stays a zombie of a parent that is not us.
-    parent = subprocess.Popen(["sh", "-c", "sleep 0 & echo $!; exec sleep 30"],
+    # waits for it: the child stays a zombie of a parent that is not us. The child outlives
+    # the exec (a child that ended first could be reaped by sh itself, and never be a zombie).
+    parent = subprocess.Popen(["sh", "-c", "sleep 0.5 & echo $!; exec sleep 30"],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
