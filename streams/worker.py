@@ -168,11 +168,11 @@ class Worker:
 
             self.app.task(archive)
         if s.kafka.log_watch_s > 0:
-            from memstream.local.broker import LOOPBACK, broker_data_dir
+            from memstream.local.broker import broker_data_dir, is_embedded
             from memstream.local.broker_snapshot import preserve
 
             watch = LogWatch(s, self.bootstrap)
-            embedded = not s.kafka.bootstrap_servers and self.bootstrap.startswith(LOOPBACK)
+            embedded = is_embedded(s, self.bootstrap)
             broker_dir = broker_data_dir(s)
 
             def keep_last_good() -> None:  # the embedded broker's data file, while it is whole

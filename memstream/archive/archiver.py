@@ -71,9 +71,9 @@ def enabled(settings: Settings, bootstrap: str) -> bool:
     mode = settings.archive.enabled
     if mode != "auto":
         return mode == "always"
-    from memstream.local.broker import LOOPBACK
+    from memstream.local.broker import is_embedded
 
-    return not settings.kafka.bootstrap_servers and bootstrap.startswith(LOOPBACK)
+    return is_embedded(settings, bootstrap)
 
 
 @contextlib.contextmanager

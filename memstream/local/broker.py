@@ -408,6 +408,11 @@ async def stop_detached(data_dir: Path | str, timeout_s: float = 10.0) -> bool:
     return True
 
 
+def is_embedded(settings: Settings, bootstrap: str) -> bool:
+    """Whether ``bootstrap`` is the embedded broker: none configured, one on this host."""
+    return not settings.kafka.bootstrap_servers and bootstrap.startswith(LOOPBACK)
+
+
 def broker_data_dir(settings: Settings) -> Path:
     """Where the embedded broker keeps its data, log and pidfiles: ``<data_dir>/broker``."""
     return settings.data_dir / "broker"
