@@ -32,6 +32,7 @@ from memstream.topics.models import (
     Status,
     StoredMemoryType,
     Subgraph,
+    Verdict,
     _check_identifier,
     utcnow,
 )
@@ -166,6 +167,20 @@ class UpdateNode(Event):
     frozen: bool | None = None
 
 
+class Feedback(Event):
+    """What the agent that used a memory says of it (``topics.models.Verdict``): ``wrong``
+    (never returned again, kept for history), ``outdated`` (its validity closes at this
+    event's ``occurred_at``), ``irrelevant`` (demoted for queries like ``query``, the one it
+    was returned for), ``confirmed`` (never closed automatically). ``note``: why, in the
+    agent's words, shown by ``history`` and ``explain``."""
+
+    command: Literal["feedback"] = "feedback"
+    node_id: str = Field(min_length=1)
+    verdict: Verdict
+    note: Annotated[str, SEALED] = ""
+    query: Annotated[str | None, SEALED] = None
+
+
 class DeleteNodes(Event):
     command: Literal["delete"] = "delete"
     node_ids: tuple[str, ...] = Field(min_length=1)
@@ -271,7 +286,8 @@ class UnshareCube(Event):
 
 
 MemoryCommand = Annotated[
-    UpdateNode | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube | BackupCube
+    UpdateNode | Feedback | DeleteNodes | ReplaceWorkingMemory | DeleteCube | DumpCube | LoadCube
+    | BackupCube
     | FreezeNodes | UnfreezeNodes | LifecycleSweep
     | ReplayCube | PromoteCube | DropViews
     | ShareCube | UnshareCube,
@@ -290,6 +306,8 @@ UpdateAction = Literal[
     "deleted",
     "expired",
     "linked",
+    "superseded",  # a later statement ended or replaced it: its validity closed (SUPERSEDES)
+    "feedback",  # the agent's verdict on it (``Feedback``); reason says which and why
     "working_memory_replaced",
     "frozen",
     "unfrozen",

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from memstream.topics.events import (
     ConversationChunk,
     ExtractedMemory,
+    Feedback,
     ScheduleMessage,
     SearchRequest,
     SubgraphRequest,
@@ -99,6 +100,9 @@ def check_content(event: BaseModel, limits: LimitsSettings) -> None:
                        "memory_chars")
         case UpdateNode():
             _chars("memory text", event.memory, limits.memory_chars, "memory_chars")
+        case Feedback():
+            _chars("feedback note", event.note, limits.memory_chars, "memory_chars")
+            _chars("feedback query", event.query, limits.query_chars, "query_chars")
         case SearchRequest() | SubgraphRequest():
             _chars("query", event.query, limits.query_chars, "query_chars")
             if isinstance(event, SearchRequest):

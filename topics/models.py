@@ -28,6 +28,11 @@ NodeType = Literal["fact", "event", "opinion", "topic", "reasoning", "procedure"
 HierarchyLevel = Literal["topic", "concept", "fact"]
 SourceKind = Literal["conversation", "retrieved", "web", "file"]
 Visibility = Literal["private", "public", "session"]
+# What an agent said about a memory (``Feedback`` on ``memory.commands``): ``wrong`` is never
+# returned again (kept for history), ``outdated`` closes its validity, ``irrelevant`` demotes
+# it for queries like the one it was returned for, ``confirmed`` is never closed automatically.
+Verdict = Literal["wrong", "outdated", "irrelevant", "confirmed"]
+VERDICTS: tuple[Verdict, ...] = ("wrong", "outdated", "irrelevant", "confirmed")
 EdgeType = Literal[
     "PARENT",
     "RELATE_TO",
@@ -39,10 +44,13 @@ EdgeType = Literal[
     "AGGREGATE_TO",
     "INFERRED_FROM",
     "EXTRACTED_FROM",
+    "SUPERSEDES",
 ]
 EDGE_TYPES: tuple[EdgeType, ...] = get_args(EdgeType)
 # Lineage edges record where a node came from; they stay put when nodes merge.
 # EXTRACTED_FROM: an extracted memory -> the episode (chat chunk) it was extracted from.
+# (SUPERSEDES, from a statement that ends or replaces an earlier one to that one, moves with
+# a merge like RELATE_TO: the merged node says what the statement said.)
 LINEAGE_EDGE_TYPES: frozenset[EdgeType] = frozenset(
     {"MERGED_TO", "INFERRED_FROM", "PARENT", "EXTRACTED_FROM"})
 
@@ -119,6 +127,9 @@ class MemoryDescription(Frozen):
     confidence: float = Field(default=80.0, ge=0, le=100)
     visibility: Visibility = "private"
     memory_time: AwareDatetime | None = None
+    # Since when it holds, in the conversation's time (the event's date when one was said,
+    # else when it was said); None: not known (documents, data written before validity).
+    valid_from: AwareDatetime | None = None
 
     def description(self) -> dict[str, Any]:
         """These fields by name (values as they are, not serialised), to build the other."""
@@ -139,13 +150,28 @@ class MemoryMetadata(MemoryDescription):
     # Who wrote a derived node's text (summary, concept, inference): a language model or the
     # deterministic ``rules`` stand-in. None: not recorded (facts, data written before).
     written_by: Literal["model", "rules"] | None = None
+    # Until when it held, in the conversation's time: closed by a later statement that ends
+    # or replaces it (a ``SUPERSEDES`` edge from that one) or by ``outdated`` feedback.
+    # None: still holds.
+    valid_until: AwareDatetime | None = None
+    # The agent's last verdict on it (``Verdict``), and the queries it was called irrelevant
+    # for (newest last, bounded).
+    feedback: Verdict | None = None
+    irrelevant_for: Annotated[tuple[str, ...], SEALED] = ()
 
     _ids = field_validator("user_id", "cube_id")(_check_identifier)
 
-    @field_validator("created_at", "updated_at", "memory_time")
+    @field_validator("created_at", "updated_at", "memory_time", "valid_from", "valid_until")
     @classmethod
     def _to_utc(cls, value: datetime | None) -> datetime | None:
         return value.astimezone(UTC) if value is not None else None
+
+    def valid_at(self, at: datetime) -> bool:
+        """Whether it held at ``at`` (conversation time): not yet closed then, and begun
+        (a memory whose start is not known is taken to hold from the start)."""
+        if self.valid_until is not None and self.valid_until <= at:
+            return False
+        return self.valid_from is None or self.valid_from <= at
 
     @property
     def is_derived(self) -> bool:
