@@ -152,8 +152,9 @@ class MemoryMetadata(MemoryDescription):
     written_by: Literal["model", "rules"] | None = None
     # Until when it held, in the conversation's time: closed by a later statement that ends
     # or replaces it (a ``SUPERSEDES`` edge from that one) or by ``outdated`` feedback.
-    # None: still holds.
+    # None: still holds. ``superseded_by``: the statement that closed it, if one did.
     valid_until: AwareDatetime | None = None
+    superseded_by: str | None = None
     # The agent's last verdict on it (``Verdict``), and the queries it was called irrelevant
     # for (newest last, bounded).
     feedback: Verdict | None = None

@@ -51,7 +51,8 @@ class Merge:
 def statement_of(item: MemoryItem) -> MemoryStatement:
     md = item.metadata
     return MemoryStatement(text=item.memory, key=md.key, tags=list(md.tags),
-                           entities=list(md.entities), updated_at=md.updated_at)
+                           entities=list(md.entities), updated_at=md.updated_at,
+                           valid_from=md.valid_from)
 
 
 def _union(*groups: Sequence[str]) -> tuple[str, ...]:
@@ -97,6 +98,11 @@ async def resolve(
         "memory_time": max((t for t in (md_old.memory_time, md_new.memory_time) if t),
                            default=None),
         "background": md_new.background or md_old.background,
+        # one statement said twice held from the first time; a contradiction fused into the
+        # newer statement holds from when that was said
+        "valid_from": (min((t for t in (md_old.valid_from, md_new.valid_from) if t),
+                           default=None) if relation == "redundant"
+                       else md_new.valid_from or md_old.valid_from),
     }))
     vector = new_vector if merged.memory == new.memory else await _embed(deps, merged)
     return Merge(merged, vector, old.evolve(status="archived"), relation, reason, False)

@@ -21,6 +21,7 @@ from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.episode_index import EpisodeIndex
 from memstream.streams.core.filters import names_status, parse_search_filter
 from memstream.streams.core.turn_ranking import Window, message_ids, rank_windows, to_scored
+from memstream.streams.core.validity import current_first
 from memstream.streams.llm.port import LLMError
 from memstream.streams.prompts.search import (
     GOAL_PARSER,
@@ -423,6 +424,7 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
                 span.set_attribute("memstream.candidates", len(ranked))
             with tracing.span("memstream.search.materialize"):
                 found = await materialize(req, deps, ranked, candidates, filters, want)
+                recalled = found  # the statements, before excerpts take their turns' place
                 if turns is not None:
                     found = with_turns(await turns, found, deps.settings.search.other_weight,
                                        want)
@@ -431,6 +433,7 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)
+        found = await current_first(deps, req.cube_id, req.query, found, recalled)
         return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

@@ -1,7 +1,8 @@
 """Conflict detection for a chunk's new memories with one model call (``prompts.review``).
 
-Candidates: activated facts of the same type, most similar first, above the conflict
-threshold, never about a different subject, never a fact of the same chunk (so the question
+Candidates: activated facts of the same type that still hold (``streams.core.validity``),
+most similar first, above the conflict threshold, never about a different subject, never a
+fact of the same chunk (so the question
 does not depend on how the chunk's items were batched). The judge's verdicts and the fused
 statements of the whole chunk come back in one answer. If the call fails, similarity
 decides per node (a best candidate at or above the merge threshold is taken as redundant).
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from memstream.sinks.ports import VectorQuery
 from memstream.streams.core.merge import FACTS, statement_of
 from memstream.streams.llm.port import LLMError
-from memstream.streams.prompts.conflict import Relation
+from memstream.streams.prompts.conflict import ReviewRelation
 from memstream.streams.prompts.fusion import FusionResponse
 from memstream.streams.prompts.review import REVIEW, Candidate, ReviewContext, ReviewItem
 from memstream.streams.runtime.stage import Deps
@@ -32,7 +33,7 @@ class Verdict:
 
     candidate: MemoryItem
     score: float
-    relation: Relation
+    relation: ReviewRelation
     reason: str
     fused: FusionResponse | None
 
@@ -57,6 +58,10 @@ async def candidates(node: MemoryItem, vector: Sequence[float], deps: Deps,
         if score < cfg.conflict_threshold:
             break
         if cand.id == node.id or cand.id in siblings or (chunk and chunk_of(cand) == chunk):
+            continue
+        if cand.metadata.valid_until is not None:
+            continue  # no longer holds: nothing new repeats, contradicts or ends it
+        if cand.metadata.feedback == "wrong":
             continue
         if different_subjects(cand.memory, node.memory, cand.metadata.entities, md.entities):
             continue

@@ -39,6 +39,13 @@ def _parse_time(value: str | None) -> datetime | None:
         return None
 
 
+def said_at(said: dict[str, datetime], message_ids: Sequence[str]) -> datetime | None:
+    """When a memory was said: the latest of its source messages (any of the chunk's when
+    the answer named none it has); None for a document."""
+    times = [said[i] for i in message_ids if i in said] or list(said.values())
+    return max(times, default=None)
+
+
 async def extract_chunk(
     chunk: ConversationChunk, origin: Origin | None, deps: Deps
 ) -> list[ExtractedMemory]:
@@ -134,6 +141,7 @@ def _episode(chunk: ConversationChunk, origin: Origin | None, source_key: str) -
         sources=(*(SourceRef(kind="message", message_id=m.id, role=m.role)
                    for m in chunk.messages), *origin_ref),
         memory_time=first,
+        valid_from=first,
         origin=origin,
         chunk_event_id=chunk.event_id,
         index=0,
@@ -186,6 +194,7 @@ def _to_items(
 ) -> list[ExtractedMemory]:
     items: list[ExtractedMemory] = []
     seen: set[str] = set()
+    said = {m.id: m.timestamp for m in chunk.messages}
     for extracted in answer.memories:
         # cut to the memory limit: the add stage refuses longer memories
         text = extracted.value.strip()[:max_chars].strip()
@@ -211,7 +220,8 @@ def _to_items(
             background=answer.summary.strip(),
             source=source,  # type: ignore[arg-type]
             sources=(*refs, *origin_ref),
-            memory_time=_parse_time(extracted.memory_time),
+            memory_time=(when := _parse_time(extracted.memory_time)),
+            valid_from=when or said_at(said, extracted.source_message_ids),
             origin=origin,
             chunk_event_id=chunk.event_id,
             index=index,

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from memstream.kafka import tracing
+from memstream.streams.core import validity
 from memstream.streams.core.conflicts import conflict_edges, guesses, linked, recorded_conflicts
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import (
@@ -135,31 +136,41 @@ async def decide(
             merge = await resolve(partner, node, row, relation, reason, deps)
         if merge is None or (edge.source, edge.target) != (merge.archived.id, merge.kept.id):
             await deps.store.delete_edge(cube_id, edge.source, edge.target, "MERGED_TO")
-    spared: list[tuple[MemoryItem, str]] = []  # frozen nodes the judge would have merged
+    # frozen nodes the judge would have merged or closed: (node, what was refused, why)
+    spared: list[tuple[MemoryItem, str, str]] = []
     suspected: list[tuple[MemoryItem, str]] = []  # rules mode: contradictions kept apart
+    # what an earlier attempt closed (recorded by its edge), closed and announced again
+    closing = [] if new else await validity.apply_recorded(deps, node, base)
     if merge is None and verdict is not None:
         old = await deps.query.get_node(cube_id, verdict.candidate.id)
         if old is not None and old.metadata.status == "activated":
-            if verdict.relation == "contradictory" and guesses(deps):
+            if verdict.relation == "supersedes":
+                if old.metadata.frozen:
+                    spared.append((old, f"closing its validity by {node.id}", verdict.reason))
+                elif (why := validity.held_back(old, node)) is not None:
+                    log.info("cube %s: %s not closed by %s: %s", cube_id, old.id, node.id, why)
+                else:
+                    closing += await validity.close(deps, old, node, verdict.reason, base)
+            elif verdict.relation == "contradictory" and guesses(deps):
                 suspected.append((old, verdict.reason))  # without a model: never on a guess
             elif old.metadata.frozen:
-                spared.append((old, f"{verdict.relation}: {verdict.reason}"))
+                spared.append((old, f"merge with {node.id}",
+                               f"{verdict.relation}: {verdict.reason}"))
             else:
                 merge = await resolve(old, node, row, verdict.relation, verdict.reason, deps,
                                       fused=verdict.fused)
-    refusals = [refused(f, node.id, f"merge with {node.id}", why, base, node.id)
-                for f, why in spared]
+    refusals = [refused(f, node.id, what, why, base, node.id) for f, what, why in spared]
     # Recorded before the node is activated, like a merge decision: a redelivery re-decides.
     if conflicts := conflict_edges(node, suspected):
         await deps.store.add_edges(cube_id, conflicts)
     if merge is None:
         # copy and activation written together (``Activations``): activation marks it decided
         held.add(node, row)
-        return [*refusals, added(node, base), *linked(conflicts, base)]
+        return [*refusals, added(node, base), *closing, *linked(conflicts, base)]
     extra = [(working_copy(merge.kept), merge.kept_vector)] if merge.kept.id == node.id else []
     with tracing.span("memstream.memory.write", {"memstream.outcome": "merged"}):
         await apply(merge, deps, decided_by=node.id, extra=extra)
-    return [*refusals, *merged(merge, base, node.id), *linked(conflicts, base)]
+    return [*refusals, *merged(merge, base, node.id), *closing, *linked(conflicts, base)]
 
 
 async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[Outgoing]:
@@ -167,6 +178,7 @@ async def redeliver(node: MemoryItem, base: dict[str, Any], deps: Deps) -> list[
     cube_id = node.metadata.cube_id
     recorded = await recorded_merge(deps, cube_id, node.id)
     conflicts = linked(await recorded_conflicts(deps, cube_id, node.id), base)
+    conflicts = [*await validity.apply_recorded(deps, node, base), *conflicts]
     if recorded is None:
         await deps.store.complete(cube_id, [node.id, working_copy_id(node.id)],
                                   partial(node_vectors, deps.embedder))

@@ -16,6 +16,10 @@ from memstream.streams.prompts.promptkit import ChatMessage, Task
 from memstream.streams.prompts.promptkit import MemoryStatement as MemoryStatement
 
 Relation = Literal["contradictory", "redundant", "independent"]
+# The chunk review's labels (``streams.prompts.review``): the judge's, and ``supersedes``: the
+# new statement says outright that the earlier one stopped holding (a move, an ending, a
+# switch). Its answer closes the earlier one's validity; nothing is merged.
+ReviewRelation = Literal["contradictory", "redundant", "independent", "supersedes"]
 REASON_MAX_CHARS = 300
 
 
@@ -37,6 +41,20 @@ _RELATION_ALIASES: dict[str, Relation] = {
     "duplicated": "redundant", "same": "redundant", "independent": "independent",
     "unrelated": "independent", "different": "independent", "none": "independent",
 }
+_REVIEW_ALIASES: dict[str, ReviewRelation] = {
+    **_RELATION_ALIASES, "supersedes": "supersedes", "supersede": "supersedes",
+    "superseded": "supersedes", "replaces": "supersedes", "replaced": "supersedes",
+    "ends": "supersedes", "ended": "supersedes", "changed": "supersedes",
+    "change": "supersedes", "update": "supersedes", "updates": "supersedes",
+}
+
+
+def review_relation(value: Any) -> Any:
+    """A review label from the spellings models commonly use (anything else as it is)."""
+    if isinstance(value, str):
+        word = re.sub(r"[^a-z]", "", value.strip().lower())
+        return _REVIEW_ALIASES.get(word, value)
+    return value
 
 
 class JudgeResponse(BaseModel):
@@ -123,7 +141,10 @@ Answer with one JSON object and nothing else (no markdown fences, no extra text)
 
 def describe_memory(label: str, memory: MemoryStatement) -> str:
     """A memory as the model sees it: label, timestamp, key, tags, text."""
-    lines = [f"{label} (last updated {memory.updated_at.isoformat(timespec='minutes')}):"]
+    since = (f", holds since {memory.valid_from.isoformat(timespec='minutes')}"
+             if memory.valid_from is not None else "")
+    lines = [f"{label} (last updated {memory.updated_at.isoformat(timespec='minutes')}"
+             f"{since}):"]
     if memory.key:
         lines.append(f"  key: {memory.key}")
     if memory.tags:

@@ -118,6 +118,8 @@ class MemoryStatement(BaseModel):
     memory_time: AwareDatetime | None = None
     updated_at: AwareDatetime
     session_id: str | None = None
+    # since when it holds, in the conversation's time (``MemoryDescription.valid_from``)
+    valid_from: AwareDatetime | None = None
 
     _clean = field_validator("tags", "entities", mode="before")(nonblank)
 
@@ -126,7 +128,8 @@ class MemoryStatement(BaseModel):
         meta = item.metadata
         return cls(text=item.memory, key=meta.key, tags=list(meta.tags),
                    entities=list(meta.entities), memory_time=meta.memory_time,
-                   updated_at=meta.updated_at, session_id=meta.session_id)
+                   updated_at=meta.updated_at, session_id=meta.session_id,
+                   valid_from=meta.valid_from)
 
     @property
     def when(self) -> datetime:

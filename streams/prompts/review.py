@@ -19,7 +19,9 @@ from memstream.streams.prompts.conflict import (
     LABEL_DEFINITIONS,
     JudgeResponse,
     MemoryStatement,
+    ReviewRelation,
     describe_memory,
+    review_relation,
 )
 from memstream.streams.prompts.fusion import FusionResponse
 from memstream.streams.prompts.promptkit import ChatMessage, Task
@@ -56,9 +58,15 @@ class Decision(JudgeResponse):
 
     item: int = Field(ge=0)
     candidate: int | None = Field(default=None, ge=0)
+    relation: ReviewRelation  # type: ignore[assignment]  # the judge's labels and one more
     memory: str = ""
     key: str = ""
     tags: list[str] = Field(default_factory=list)
+
+    @field_validator("relation", mode="before")
+    @classmethod
+    def _review_alias(cls, value: Any) -> Any:
+        return review_relation(value)
 
     @field_validator("memory", "key", mode="before")
     @classmethod
@@ -78,7 +86,7 @@ class Decision(JudgeResponse):
 
     def fused(self) -> FusionResponse | None:
         """The merged statement, or None when the answer gave none (fusion then falls back)."""
-        if self.relation == "independent" or not self.memory:
+        if self.relation in ("independent", "supersedes") or not self.memory:
             return None
         return FusionResponse(memory=self.memory, key=self.key, tags=self.tags)
 
@@ -109,6 +117,14 @@ each new memory decide whether it is redundant with, or contradicts, one of its 
 
 Labels:
 {LABEL_DEFINITIONS}
+- "supersedes": the NEW memory says outright that what the candidate states stopped being \
+true at some point: the person moved away, left or changed a job, sold or replaced a thing, \
+stopped or gave up a habit, ended a relationship, no longer does or is something. Both stay \
+true of their own time, so nothing is merged: the candidate is kept as what held before. \
+Not a plan, a wish, a trip, a visit, a hypothesis, or another person's change; not a \
+statement about a time before the candidate's.
+  e.g. "The user lives in Lyon." / "The user moved from Lyon to Berlin in May 2024."
+  e.g. "用户抽烟。" / "用户已经戒烟了。"
 
 How to decide: first check who or what each statement is about (the user, a relative, a \
 named person, a place, a product): different subjects are independent however alike the \
@@ -121,11 +137,16 @@ one self-contained statement in the third person, in the language of the stateme
 contradiction the newer statement is the current state; for redundancy keep every detail \
 either gives. Add nothing neither says. key: a short title; tags: 2 to 5 topic words.
 
-List only the new memories that are redundant or contradictory; leave independent ones out.
+A contradiction that is a change over time, stated as one, is "supersedes" (no merged \
+statement needed); "contradictory" is for two statements that cannot both be true and \
+where neither says that the other stopped holding.
+
+List only the new memories that are redundant, contradictory or supersede a candidate; leave \
+independent ones out.
 Answer with one JSON object and nothing else (no markdown fences, no extra text):
-{{{{"decisions": [{{{{"item": 0, "candidate": 0, "relation": "contradictory" | "redundant", \
-"reason": "one short sentence", "memory": "the merged statement", "key": "short title", \
-"tags": ["topic"]}}}}]}}}}"""
+{{{{"decisions": [{{{{"item": 0, "candidate": 0, "relation": "contradictory" | "redundant" \
+| "supersedes", "reason": "one short sentence", "memory": "the merged statement (not for \
+supersedes)", "key": "short title", "tags": ["topic"]}}}}]}}}}"""
 
 
 def render(ctx: ReviewContext) -> list[ChatMessage]:

@@ -88,8 +88,10 @@ async def test_near_misses_of_every_class_stay_apart_in_english_chinese_and_mixe
 async def test_a_suspected_contradiction_keeps_both_and_ranks_the_newer_first(
     pipeline: Pipeline,
 ) -> None:
-    await say(pipeline, "move", "Alice lives in Berlin.", "Alice moved to Lisbon.")
-    await say(pipeline, "move-zh", "用户的朋友小王住在上海。", "小王搬到了北京。")
+    # two homes, and no word that says one replaced the other: a suspicion, not a change
+    # (an explicit change closes the older one: tests/e2e/test_validity.py)
+    await say(pipeline, "move", "Alice lives in Berlin.", "Alice lives in Lisbon.")
+    await say(pipeline, "move-zh", "用户的朋友小王住在上海。", "小王住在北京。")
     for cube, old_place, new_place, query in (
             ("move", "Berlin", "Lisbon", "Alice lives in Berlin."),
             ("move-zh", "上海", "北京", "用户的朋友小王住在上海。")):

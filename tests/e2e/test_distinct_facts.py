@@ -39,7 +39,7 @@ async def by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]
     return out
 
 
-async def test_forty_distinct_facts_all_stay_activated_while_a_move_is_flagged(
+async def test_forty_distinct_facts_all_stay_activated_while_a_move_closes_the_old_home(
     pipeline: Pipeline,
 ) -> None:
     facts = distinct_facts()
@@ -48,18 +48,24 @@ async def test_forty_distinct_facts_all_stay_activated_while_a_move_is_flagged(
     nodes = await by_status(pipeline, "df1")
     assert sorted(n.memory for n in nodes["activated"]) == sorted(facts)
     assert "archived" not in nodes
-    # first person, as the rules extractor stores it: without a model a move is a suspected
+    # first person, as the rules extractor stores it: a move said outright closes the old
+    # home (SUPERSEDES, both kept); two homes without a word of change are a suspected
     # contradiction, a CONFLICT edge between the two, both kept
-    token = await pipeline.client.add_memories("df1", ["I live in Berlin."])
-    await pipeline.client.wait_applied(token, timeout=60)
-    token = await pipeline.client.add_memories("df1", ["I moved to Munich."])
-    await pipeline.client.wait_applied(token, timeout=60)
+    for said in ("I live in Berlin.", "I moved to Munich.", "I live in Hamburg."):
+        token = await pipeline.client.add_memories("df1", [said])
+        await pipeline.client.wait_applied(token, timeout=60)
     nodes = await by_status(pipeline, "df1")
     assert "archived" not in nodes
-    assert len(nodes["activated"]) == len(facts) + 2
+    assert len(nodes["activated"]) == len(facts) + 3
     ids = {n.memory: n.id for n in nodes["activated"]}
-    assert await pipeline.deps.store.graph.edge_exists(
-        "df1", ids["I moved to Munich."], ids["I live in Berlin."], "CONFLICT")
+    graph = pipeline.deps.store.graph
+    assert await graph.edge_exists(
+        "df1", ids["I moved to Munich."], ids["I live in Berlin."], "SUPERSEDES")
+    assert await graph.edge_exists(
+        "df1", ids["I live in Hamburg."], ids["I moved to Munich."], "CONFLICT")
+    # none of the forty was closed
+    assert [n.memory for n in nodes["activated"] if n.metadata.valid_until is not None] == [
+        "I live in Berlin."]
     # and a found fact is the right person's
     hits = await pipeline.client.search("df1", "Where does Anna Nowak live?", top_k=10)
     lives = next(f for f in facts if f.startswith("Anna Nowak lives"))

@@ -91,7 +91,7 @@ async def add_stage_only(tmp_path: Path, kafka_broker: str, falkordb_uri: str,
 async def test_replaying_the_input_changes_nothing(add_stage_only: Pipeline) -> None:
     pipeline = add_stage_only
     texts = ["Alice lives in Berlin.", "The user loves hiking in the mountains.",
-             "Alice moved to Lisbon.", "The user really enjoys mountain hiking.",
+             "Alice lives in Lisbon.", "The user really enjoys mountain hiking.",
              "用户的朋友小王住在上海。", "小王搬到了北京。"]
     items = [ExtractedMemory(user_id="p7", memory=t, occurred_at=T0 + timedelta(days=i))
              for i, t in enumerate(texts)]
@@ -106,9 +106,12 @@ async def test_replaying_the_input_changes_nothing(add_stage_only: Pipeline) -> 
     after = await pipeline.deps.store.graph.export_cube("p7")
     assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
     assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    # the rewording merges; the two moves are CONFLICT edges without a model
+    # the rewording merges; two homes without a word of change are a CONFLICT edge without a
+    # model; a move said outright closes the old home (SUPERSEDES)
     assert len([n for n in after.nodes if n.metadata.status == "archived"]) == 1
-    assert len([e for e in after.edges if e.type == "CONFLICT"]) == 2
+    assert len([e for e in after.edges if e.type == "CONFLICT"]) == 1
+    assert len([e for e in after.edges if e.type == "SUPERSEDES"]) == 1
+    assert len([n for n in after.nodes if n.metadata.valid_until is not None]) == 1
     updates_after = await read_topic(pipeline.settings, pipeline.bootstrap, MEMORY_UPDATES)
     # the replay announces again what the first run announced, under the same ids
     assert len(updates_after) == 2 * len(updates_before)

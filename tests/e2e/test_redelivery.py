@@ -150,8 +150,8 @@ async def test_a_complete_node_never_announced_is_announced_under_the_same_ids(
 async def test_dropped_outputs_are_sent_by_the_redelivery_and_nothing_is_written_twice(
     quiet: Pipeline,
 ) -> None:
-    """The stage logic ran to its end (three facts, one merge, one suspected contradiction);
-    the worker died before sending."""
+    """The stage logic ran to its end (three facts, one merge, one change that closes an older
+    statement); the worker died before sending."""
     p = quiet
     cube = "dropped"
     old = item(cube, "The user loves hiking in the mountains.", day=0)
@@ -179,11 +179,11 @@ async def test_dropped_outputs_are_sent_by_the_redelivery_and_nothing_is_written
     merged = [u for u in await updates(p, cube) if u.action == "merged"]
     assert [(u.node_id, u.related_ids) for u in merged] == [(moved, (node_id_for(old),))]
     assert not [u for u in await updates(p, cube) if u.action == "added" and u.node_id == moved]
-    # rules mode: the move is a CONFLICT edge, announced again under the same id
-    linked = [u for u in await updates(p, cube) if u.action == "linked"]
-    assert [(u.node_id, u.related_ids) for u in linked] == [
-        (node_id_for(batch[2]), (node_id_for(home),))]
-    assert linked[0].event_id in expected
+    # the move closes the old home (SUPERSEDES), announced again under the same id
+    closed = [u for u in await updates(p, cube) if u.action == "superseded"]
+    assert [(u.node_id, u.related_ids) for u in closed] == [
+        (node_id_for(home), (node_id_for(batch[2]),))]
+    assert closed[0].event_id in expected
 
 
 async def test_a_recorded_merge_is_applied_not_decided_again(quiet: Pipeline) -> None:

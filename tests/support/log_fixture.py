@@ -18,7 +18,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from memstream.topics.models import CubeGraph
+from memstream.topics.models import CubeGraph, MemoryItem
 from memstream.topics.registry import (
     BY_SUFFIX,
     CONVERSATIONS,
@@ -106,12 +106,16 @@ def vector_digest(vector: list[float]) -> str:
     return hashlib.sha256(",".join(f"{x:.4f}" for x in vector).encode()).hexdigest()[:16]
 
 
+def node_view(node: MemoryItem) -> dict[str, Any]:
+    """A node as JSON, without its usage."""
+    return json.loads(node.model_dump_json(exclude={"metadata": {"usage"}}))  # type: ignore[no-any-return]
+
+
 def store_view(cube: CubeGraph) -> dict[str, Any]:
     """What the stores hold of a cube, without usage (searches record it; a replay has none
     to repeat): every node as JSON, edges, and a digest per vector."""
     return {
-        "nodes": {n.id: json.loads(n.model_dump_json(exclude={"metadata": {"usage"}}))
-                  for n in sorted(cube.nodes, key=lambda n: n.id)},
+        "nodes": {n.id: node_view(n) for n in sorted(cube.nodes, key=lambda n: n.id)},
         "edges": sorted([e.source, e.target, e.type] for e in cube.edges),
         "vectors": {k: vector_digest(v) for k, v in sorted(cube.vectors.items())},
     }

@@ -107,9 +107,9 @@ async def test_without_a_model_a_contradiction_is_a_conflict_edge_both_kept(
     """Without a model the rules judge's contradiction is a guess; nothing is archived on it."""
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
-    out = await add(deps, item("Alice moved to Lisbon.", day=1))
+    out = await add(deps, item("Alice lives in Lisbon.", day=1))
     active = await stored(deps, status="activated")
-    assert sorted(n.memory for n in active) == ["Alice lives in Berlin.", "Alice moved to Lisbon."]
+    assert sorted(n.memory for n in active) == ["Alice lives in Berlin.", "Alice lives in Lisbon."]
     assert not await stored(deps, status="archived")
     new = next(n for n in active if "Lisbon" in n.memory)
     old = next(n for n in active if "Berlin" in n.memory)
@@ -127,7 +127,7 @@ async def test_with_a_model_a_newer_contradicting_statement_archives_the_older(
 ) -> None:
     deps = memory_deps(tmp_path, llm=ScriptedLLM({}))  # a model that answers as rules would
     await add(deps, item("Alice lives in Berlin."))
-    out = await add(deps, item("Alice moved to Lisbon.", day=1))
+    out = await add(deps, item("Alice lives in Lisbon.", day=1))
     (active,) = await stored(deps, status="activated")
     (archived,) = await stored(deps, status="archived")
     assert "Lisbon" in active.memory and "Berlin" not in active.memory
@@ -152,7 +152,7 @@ async def test_a_fact_decided_earlier_in_the_same_batch_is_judged_against(
     """A chunk's independent facts are activated together, before the next chunk of the batch
     is reviewed: one batch decides as the same facts delivered one at a time do."""
     deps = memory_deps(tmp_path, llm=ScriptedLLM({}))
-    older, newer = item("Alice lives in Berlin."), item("Alice moved to Lisbon.", day=1)
+    older, newer = item("Alice lives in Berlin."), item("Alice lives in Lisbon.", day=1)
     out = await sent(await add_memories(records([older, newer]), deps))
     (active,) = await stored(deps, status="activated")
     (archived,) = await stored(deps, status="archived")
@@ -164,7 +164,7 @@ async def test_a_fact_decided_earlier_in_the_same_batch_is_judged_against(
 async def test_a_redelivered_merge_is_announced_again_not_decided_again(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
-    newer = item("Alice moved to Lisbon.", day=1)
+    newer = item("Alice lives in Lisbon.", day=1)
     first = await add(deps, newer)
     before = await deps.query.export_cube(CUBE)
     again = await add(deps, newer)
@@ -190,9 +190,9 @@ async def test_a_frozen_memory_is_never_merged(tmp_path: Path) -> None:
     await add(deps, item("Alice lives in Berlin."))
     (node,) = await stored(deps)
     assert await deps.store.update_node(CUBE, node.evolve(frozen=True))
-    await add(deps, item("Alice moved to Lisbon.", day=1))
+    await add(deps, item("Alice lives in Lisbon.", day=1))
     assert {n.memory for n in await stored(deps, status="activated")} == {
-        "Alice lives in Berlin.", "Alice moved to Lisbon."}
+        "Alice lives in Berlin.", "Alice lives in Lisbon."}
 
 
 async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> None:
@@ -204,10 +204,10 @@ async def test_when_fusion_fails_the_newer_statement_wins(tmp_path: Path) -> Non
     llm = ScriptedLLM({REVIEW.name: verdict_only, FUSION.name: LLMError(FUSION.name, "down")})
     deps = memory_deps(tmp_path, llm=llm)
     await add(deps, item("Alice lives in Berlin.", tags=("alice",)))
-    out = await add(deps, item("Alice moved to Lisbon.", day=1, tags=("move",)))
+    out = await add(deps, item("Alice lives in Lisbon.", day=1, tags=("move",)))
     (active,) = await stored(deps, status="activated")
     (archived,) = await stored(deps, status="archived")
-    assert active.memory == "Alice moved to Lisbon."  # unchanged: a hard update
+    assert active.memory == "Alice lives in Lisbon."  # unchanged: a hard update
     assert archived.memory == "Alice lives in Berlin."
     assert set(active.metadata.tags) == {"alice", "move"}
     edges = await deps.query.edges_of(CUBE, archived.id, ["MERGED_TO"], "out")
@@ -326,3 +326,65 @@ async def test_a_chunk_cut_by_a_batch_is_reviewed_once_with_its_last_fact(
     assert [e.event_id for e in cut_events] == [e.event_id for e in whole_events]
     assert len(whole_events) == 1 and len(whole_events[0].node_ids) == 3
     assert cut_decided == whole_decided and len(cut_decided) == 3
+
+
+async def test_an_explicit_change_closes_the_older_statement_and_keeps_it(
+        tmp_path: Path) -> None:
+    """A statement that says outright that the earlier one stopped holding closes it, in
+    rules mode too (no guess): kept activated, valid until the new one began, linked."""
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin.", valid_from=T0))
+    out = await add(deps, item("Alice moved from Berlin to Lisbon.", day=40,
+                               valid_from=T0 + timedelta(days=40)))
+    active = await stored(deps, status="activated")
+    assert not await stored(deps, status="archived") and len(active) == 2
+    old = next(n for n in active if n.memory == "Alice lives in Berlin.")
+    new = next(n for n in active if "Lisbon" in n.memory)
+    assert old.metadata.valid_until == T0 + timedelta(days=40)
+    assert old.metadata.superseded_by == new.id and new.metadata.valid_until is None
+    (edge,) = await deps.query.edges_of(CUBE, new.id, ["SUPERSEDES"], "out")
+    assert edge.target == old.id
+    (closed,) = updates(out, "superseded")
+    assert closed.node_id == old.id and closed.related_ids == (new.id,)
+    assert working_copy_id(old.id) in [u.node_id for u in updates(out, "removed")]
+    assert [w.metadata.origin_id for w in await stored(deps, "WorkingMemory")] == [new.id]
+
+
+async def test_a_redelivered_change_closes_nothing_twice_and_announces_the_same(
+        tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Berlin."))
+    newer = item("Alice moved from Berlin to Lisbon.", day=40)
+    first = await add(deps, newer)
+    before = await deps.query.export_cube(CUBE)
+    again = await add(deps, newer)
+    after = await deps.query.export_cube(CUBE)
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
+    key = [(o.event.event_id, getattr(o.event, "action", None)) for o in first]
+    assert [(o.event.event_id, getattr(o.event, "action", None)) for o in again] == key
+    assert "superseded" in {a for _, a in key}
+
+
+async def test_a_frozen_or_confirmed_statement_is_never_closed(tmp_path: Path) -> None:
+    for flag in ({"frozen": True}, {"feedback": "confirmed"}):
+        deps = memory_deps(tmp_path / next(iter(flag)))
+        await add(deps, item("Alice lives in Berlin."))
+        (node,) = await stored(deps)
+        assert await deps.store.update_node(CUBE, node.evolve(**flag))
+        out = await add(deps, item("Alice moved from Berlin to Lisbon.", day=40))
+        kept = next(n for n in await stored(deps) if n.id == node.id)
+        assert kept.metadata.valid_until is None and not updates(out, "superseded"), flag
+        if "frozen" in flag:
+            (refusal,) = updates(out, "refused")
+            assert "closing its validity" in refusal.reason
+
+
+async def test_a_statement_about_an_earlier_time_closes_nothing(tmp_path: Path) -> None:
+    """Told later, about long before: how the user got there, not a change."""
+    deps = memory_deps(tmp_path)
+    await add(deps, item("Alice lives in Lisbon.", valid_from=T0))
+    out = await add(deps, item("Alice moved from Lisbon to Porto.", day=3,
+                               valid_from=T0 - timedelta(days=900)))
+    assert not updates(out, "superseded")
+    assert all(n.metadata.valid_until is None for n in await stored(deps))

@@ -17,7 +17,7 @@ def stmt(text: str, day: int = 0) -> MemoryStatement:
 
 
 def test_the_review_answers_each_item_as_the_pair_judge_would() -> None:
-    items = [("Alice lives in Berlin.", "Alice moved to Lisbon."),
+    items = [("Alice lives in Berlin.", "Alice lives in Lisbon."),
              ("The user likes green tea.", "The user plays the cello on Sundays.")]
     ctx = ReviewContext(items=[ReviewItem(new=stmt(new, 1), candidates=[
         Candidate(statement=stmt(old), similarity=0.9)]) for old, new in items])
@@ -32,3 +32,19 @@ def test_the_review_answers_each_item_as_the_pair_judge_would() -> None:
     assert "Lisbon" in merged.fused().memory  # type: ignore[union-attr]
     user = REVIEW.render(ctx)[-1]["content"]
     assert user.count("NEW memory") == 2 and "similarity 0.900" in user
+
+
+def test_an_explicit_change_answers_supersedes_without_a_merged_statement() -> None:
+    ctx = ReviewContext(items=[ReviewItem(new=stmt(new, 40), candidates=[
+        Candidate(statement=stmt(old), similarity=0.9)]) for old, new in (
+        ("I live in Lyon.", "I moved from Lyon to Berlin."),
+        ("我抽烟。", "我已经不抽烟了。"),
+        ("I live in Lyon.", "I'm thinking of moving to Berlin."),
+        ("I live in Lyon.", "My sister moved from Lyon to Berlin."))])
+    answer = stand_in(REVIEW)(ctx)
+    for i in (0, 1):
+        decision = answer.decision_for(i, 1)
+        assert decision is not None and decision.relation == "supersedes", i
+        assert decision.fused() is None  # nothing is merged
+    assert answer.decision_for(2, 1) is None  # a plan
+    assert answer.decision_for(3, 1) is None  # another person
