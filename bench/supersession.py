@@ -159,6 +159,7 @@ class Outcome:
     until_in_range: bool = False  # valid_until after the earlier statement, not after the later
     half_closed: list[str] = field(default_factory=list)  # valid_until without edge, or back
     else_closed: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)  # MERGED_TO: one statement merged away
     first: bool = False  # memstream's reply
     newest_first: bool = False
     plain_first: bool = False
@@ -190,6 +191,10 @@ def judge_closing(out: Outcome, graph: CubeGraph, superseded: set[tuple[str, str
                                         "valid_until") + f": {what}")
             else:
                 out.else_closed.append(what)
+    for edge in graph.edges:
+        if edge.type == "MERGED_TO" and edge.source in nodes and edge.target in nodes:
+            out.merged.append(f"{nodes[edge.source].memory!r} into {nodes[edge.target].memory!r}"
+                              f" ({edge.reason})")
 
 
 def judge_ranking(out: Outcome, reply: list[ScoredMemory],
@@ -316,6 +321,9 @@ def report(outs: list[Outcome], plain_label: str) -> None:
           f"{count(outs, lambda o: bool(o.else_closed))} pairs (goal 0); half-closed "
           f"(valid_until without the edge, or the edge without valid_until): "
           f"{sum(len(o.half_closed) for o in outs)}")
+    print(f"  the two statements merged instead (MERGED_TO, one archived): "
+          f"{count(change, lambda o: bool(o.merged))} change pairs, "
+          f"{count(near, lambda o: bool(o.merged))} near-misses")
     print(f"  closings announced as superseded on memory.updates: "
           f"{ratio(count(closed, lambda o: o.announced), len(closed))}; valid_until after the "
           f"earlier statement and not after the later: "
@@ -339,7 +347,7 @@ def report(outs: list[Outcome], plain_label: str) -> None:
              if same == len(outs) and plain_label == BY_SCORE else ""))
 
     print(f"\n{'group':<26}{'n':>4}{'closed':>8}{'announced':>11}{'else closed':>13}"
-          f"{'first':>7}{'newest':>8}{'plain':>7}")
+          f"{'merged':>8}{'first':>7}{'newest':>8}{'plain':>7}")
     kinds = sorted({o.pair.kind for o in outs}, key=lambda k: (k != "change", k))
     groups = [*(f"kind {k}" for k in kinds),
               *(f"lang {x}" for x in sorted({o.pair.lang for o in outs}))]
@@ -348,6 +356,7 @@ def report(outs: list[Outcome], plain_label: str) -> None:
         g = [o for o in outs if (o.pair.kind if field_ == "kind" else o.pair.lang) == value]
         print(f"{group:<26}{len(g):>4}{count(g, lambda o: o.closed):>8}"
               f"{count(g, lambda o: o.announced):>11}{count(g, lambda o: bool(o.else_closed)):>13}"
+              f"{count(g, lambda o: bool(o.merged)):>8}"
               f"{count(g, lambda o: o.first):>7}{count(g, lambda o: o.newest_first):>8}"
               f"{count(g, lambda o: o.plain_first):>7}")
     for lang in sorted({o.pair.lang for o in change}):
@@ -367,6 +376,7 @@ def errors(outs: list[Outcome]) -> None:
         if o.closed and not o.announced:
             wrong.append("closing not announced")
         wrong += [f"also closed: {w}" for w in o.else_closed]
+        wrong += [f"merged: {w}" for w in o.merged]
         wrong += [f"half-closed: {w}" for w in o.half_closed]
         if not o.first:
             wrong.append(f"{p.current} fact not first for {p.question!r}")
