@@ -115,6 +115,13 @@ class Explanation:
         return next((c for c in self.changes if c.update.action == "added"
                      and c.update.node_id == self.node_id), None)
 
+    @property
+    def feedback(self) -> Change | None:
+        """The agent's last verdict on it (its newest ``feedback`` change; the reason says
+        which verdict and why)."""
+        return next((c for c in reversed(self.changes) if c.update.action == "feedback"
+                     and c.update.node_id == self.node_id), None)
+
 
 class History(list[Change]):
     """A memory's changes, oldest first. For a working-memory copy, ``copy_of`` names the
