@@ -308,6 +308,11 @@ class SearchSettings(BaseModel):
     statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
     # A statement extracted from a hit's centre turn is the hit, with the excerpt as context.
     precise_hits: bool = True
+    # A memory an agent called ``irrelevant`` for a query (``Feedback``) scores times
+    # ``irrelevant_weight`` in a search whose query shares at least ``irrelevant_overlap`` of
+    # their content words (Jaccard of stemmed words, stopwords out): streams/core/feedback.py.
+    irrelevant_overlap: float = Field(default=0.5, gt=0, le=1)
+    irrelevant_weight: float = Field(default=0.5, ge=0, le=1)
     # Memories outside episodes' turns (summaries, working memory, added facts) against a turn
     # hit at the same fused score (their own fusion is normalised over fewer rankings, so at
     # 1 summaries citing no turn took places from the turns: on LoCoMo conv-30, R@10 0.884

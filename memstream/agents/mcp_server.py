@@ -35,6 +35,8 @@ call search_memories. When the user tells you something worth keeping, call add_
 with their message (memstream extracts the memories itself) or add_memory with one \
 self-contained statement. Memory ids come from search_memories or list_memories; use them \
 with get_memories, update_memory, delete_memories, memory_history and explain_memory. \
+When a memory you were given turns out wrong, outdated or irrelevant to the question, or \
+the user confirms it, say so with memory_feedback. \
 The resource memstream://activation is a ready-to-prepend summary of what is known now."""
 
 WORKING_MEMORY_URI = "memstream://working-memory"
@@ -180,6 +182,31 @@ def build_server(tools: MemoryTools, log_level: LogLevel = "WARNING") -> MCPServ
         Use when the user corrects something memstream holds, or says it no longer
         applies (archive it). The change is recorded in the memory's history."""
         return await _answer(tools.update(memory_id, text, tags, key, status))
+
+    @server.tool(title="Give feedback on a memory", annotations=CHANGE)
+    async def memory_feedback(
+        memory_id: MemoryId,
+        verdict: Annotated[Literal["wrong", "outdated", "irrelevant", "confirmed"], Field(
+            description=(
+                "wrong: it was never true (it is never returned again, but kept in its "
+                "history); outdated: it was true but no longer holds (it leaves working "
+                "memory); irrelevant: true, but not what the question was about (ranked "
+                "lower for similar questions; give query); confirmed: the user confirmed "
+                "it is true."))],
+        note: Annotated[str | None, Field(description=(
+            "Why, in one sentence (e.g. 'the user moved to Lyon in May'); shown in the "
+            "memory's history."))] = None,
+        query: Annotated[str | None, Field(description=(
+            "The search query it was returned for (needed for irrelevant)."))] = None,
+    ) -> dict[str, Any]:
+        """Tell memstream what a memory was worth: wrong, outdated, irrelevant to the
+        question, or confirmed by the user.
+
+        Use when the user corrects something a memory said (wrong), says it has changed
+        (outdated; add the new fact with add_memory or add_chat_turn), or when a search
+        result was off-topic for the question (irrelevant, with the query). Returns the
+        memory as it now stands; the verdict and note appear in memory_history."""
+        return await _answer(tools.feedback(memory_id, verdict, note, query))
 
     @server.tool(title="Delete memories", annotations=CHANGE)
     async def delete_memories(memory_ids: Ids) -> dict[str, Any]:

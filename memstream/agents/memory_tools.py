@@ -23,7 +23,14 @@ from memstream.topics.events import (
     WriteToken,
     new_event_id,
 )
-from memstream.topics.models import MemoryItem, MemoryType, SearchMemoryType, utcnow
+from memstream.topics.models import (
+    VERDICTS,
+    MemoryItem,
+    MemoryType,
+    SearchMemoryType,
+    Verdict,
+    utcnow,
+)
 from memstream.topics.registry import ACTIVATION_MEMORY
 
 # What a list shows by default: stored memories, not working-memory copies.
@@ -111,6 +118,21 @@ class MemoryTools:
         (node,) = await self._existing([node.id])
         return {"updated": memory_view(node)}
 
+    async def feedback(self, memory_id: str, verdict: Verdict, note: str | None,
+                       query: str | None) -> dict[str, Any]:
+        """The agent's verdict on a memory (a working-memory copy's goes to its memory), once
+        applied; returns the memory as it now stands."""
+        if verdict not in VERDICTS:
+            raise ToolFailure(f"unknown verdict {verdict!r}: use one of {', '.join(VERDICTS)}")
+        (node,) = await self._existing([memory_id.strip()])
+        target = node.metadata.origin_id or node.id
+        token = await self.client.feedback(
+            self.me.user_id, target, verdict, (note or "").strip(),
+            query=query.strip() if query and query.strip() else None, cube_id=self.me.cube_id)
+        await self._carried_out(token, "feedback")
+        (node,) = await self._existing([target])
+        return {"verdict": verdict, "memory": memory_view(node)}
+
     async def delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         ids = tuple(dict.fromkeys(i.strip() for i in memory_ids if i.strip()))
         if not ids:
@@ -159,8 +181,12 @@ class MemoryTools:
                                                   include_archived, limit=limit)
             total += page.total or 0
             nodes += page.nodes
+        # what an agent called wrong is never listed (get, history and explain still show it)
+        wrong = [n for n in nodes if n.metadata.feedback == "wrong"]
+        nodes = [n for n in nodes if n.metadata.feedback != "wrong"]
         nodes.sort(key=lambda n: n.metadata.updated_at, reverse=True)
-        return {"total": total, "memories": [memory_view(n) for n in nodes[:limit]]}
+        return {"total": total - len(wrong),
+                "memories": [memory_view(n) for n in nodes[:limit]]}
 
     async def history(self, memory_id: str) -> dict[str, Any]:
         changes = await self.client.memory_history(await self._logged(memory_id),
@@ -231,7 +257,10 @@ class MemoryTools:
         return resolved.nodes[0].id if resolved.nodes else memory_id.strip()
 
     async def _command(self, event: Event, what: str) -> None:
-        token = await self.client.command(event)
+        await self._carried_out(await self.client.command(event), what)
+
+    async def _carried_out(self, token: WriteToken, what: str) -> None:
+        """Once the command behind ``token`` is applied; the worker's refusal as a failure."""
         await self._applied(token)
         failure = await self.client.command_failure(token)
         if failure is not None:

@@ -22,6 +22,10 @@ def memory_view(node: MemoryItem, score: float | None = None,
         view["score"] = round(score, 4)  # (memory_tools filters min_score on this)
     if md.frozen:
         view["frozen"] = True
+    if md.feedback is not None:  # the agents' verdict in force (memory_feedback)
+        view["feedback"] = md.feedback
+    if md.valid_until is not None:
+        view["valid_until"] = md.valid_until.isoformat()
     if sources:
         view["created_at"] = md.created_at.isoformat()
         view["hierarchy_level"] = md.hierarchy_level
@@ -65,6 +69,11 @@ def explanation_view(exp: Explanation, depth: int = 0) -> dict[str, Any]:
         view["made_by"] = {k: v for k, v in {
             "stage": made.update.stage, "reason": made.update.reason or None,
             "at": made.update.occurred_at.isoformat()}.items() if v is not None}
+    if (said := exp.feedback) is not None:
+        verdict, _, note = said.update.reason.partition(": ")
+        view["feedback"] = {k: v for k, v in {
+            "verdict": verdict, "note": note or None,
+            "at": said.update.occurred_at.isoformat()}.items() if v is not None}
     view["sources"] = [
         {k: v for k, v in {
             "kind": s.kind, "text": s.text, "role": s.role, "name": s.name,

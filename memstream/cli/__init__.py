@@ -11,7 +11,7 @@ from memstream.agents.mcp_cli import mcp
 from memstream.cli.erase import erase
 from memstream.cli.log import as_of, explain, freeze, history, restore, sweep, unfreeze
 from memstream.cli.memories import add, dump, load, search
-from memstream.cli.nodes import backup, dead_letters, delete, get, list_, update
+from memstream.cli.nodes import backup, dead_letters, delete, feedback, get, list_, update
 from memstream.cli.replay import drop_views, promote, replay
 from memstream.cli.stack import demo, down, status, up, worker
 from memstream.cli.ui import ui
@@ -32,7 +32,7 @@ COMMANDS: tuple[click.Command, ...] = (
     # memories in and out (memories.py)
     add, search, dump, load,
     # single memories and the operator's queues (nodes.py)
-    get, list_, update, delete, dead_letters, backup,
+    get, list_, update, feedback, delete, dead_letters, backup,
     # a user's cubes erased everywhere, then checked (erase.py)
     erase,
     # the log and a memory's lifecycle (log.py)

@@ -131,6 +131,9 @@ def _print_explanation(exp: Explanation, indent: int = 0) -> None:
     kind = f" ({node.metadata.hierarchy_level})" if node is not None and \
         node.metadata.hierarchy_level != "fact" else ""
     console.print(f"{pad}[bold]{exp.node_id[:8]}[/bold]{status}{kind} {head}")
+    if (said := exp.feedback) is not None:  # the agents' last verdict, and why
+        console.print(f"{pad}  feedback at {said.update.occurred_at:%Y-%m-%d %H:%M}: "
+                      f"{escape(_short(said.update.reason, 100))}")
     if (made := exp.made) is not None and not exp.sources:  # derived: which stage made it
         u = made.update
         why = f": {escape(_short(u.reason, 80))}" if u.reason else ""

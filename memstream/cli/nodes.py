@@ -1,5 +1,5 @@
-"""CLI commands on single memories and on the operator's queues: get, list, update, delete,
-dead-letters (inspect and re-drive) and backup. Each is a thin layer over the client."""
+"""CLI commands on single memories and on the operator's queues: get, list, update, feedback,
+delete, dead-letters (inspect and re-drive) and backup. Each is a thin layer over the client."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from memstream.cli.log import backup_every_cube
 from memstream.cli.writes import resolve_ids
 from memstream.client.client import MemoryClient
 from memstream.history.ids import stored
-from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, UpdateNode
-from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.events import BackupCube, DeadLetter, DeleteNodes, Feedback, UpdateNode
+from memstream.topics.models import VERDICTS, MemoryItem, MemoryType
 from memstream.topics.settings import Settings
 
 TYPES = ["LongTermMemory", "UserMemory", "EpisodicMemory", "WorkingMemory"]
@@ -62,7 +62,10 @@ async def _get(settings: Settings, ids: tuple[str, ...], user_id: str, cube_id: 
             for name, value in (
                 ("memory", n.memory), ("type", f"{md.memory_type} / {md.type} / "
                                                f"{md.hierarchy_level}"),
-                ("status", md.status + (" (frozen)" if md.frozen else "")), ("key", md.key),
+                ("status", md.status + (" (frozen)" if md.frozen else "")),
+                *((("feedback", md.feedback),) if md.feedback else ()),
+                *((("valid until", md.valid_until.isoformat()),) if md.valid_until else ()),
+                ("key", md.key),
                 ("tags", ", ".join(md.tags)), ("session", md.session_id or ""),
                 ("created", md.created_at.isoformat()), ("updated", md.updated_at.isoformat()),
                 ("sources", "; ".join(_source(s.model_dump(exclude_none=True))
@@ -149,6 +152,36 @@ def update(node_id: str, user_id: str, cube_id: str | None, memory: str | None,
         return full_id
 
     console.print(f"updated {run_async(_update())}")
+
+
+@click.command()
+@click.argument("node_id", metavar="ID", callback=not_empty)
+@click.argument("verdict", metavar="VERDICT", type=click.Choice(VERDICTS))
+@user_option
+@cube_option
+@click.option("--note", default="", help="Why, in a sentence (history and explain show it).")
+@click.option("--query", default=None, callback=not_empty,
+              help="The query it was returned for: irrelevant ranks it lower for similar ones.")
+@data_dir_option
+def feedback(node_id: str, verdict: str, user_id: str, cube_id: str | None, note: str,
+             query: str | None, data_dir: Path | None) -> None:
+    """Say what memory ID (or its first 8+ characters) was worth. VERDICT: wrong (never
+    returned again, kept in its history), outdated (no longer holds: it leaves working
+    memory), irrelevant (ranked lower for queries like --query) or confirmed (true: nothing
+    closes it automatically)."""
+    settings = settings_for(data_dir)
+    cube = cube_id or user_id
+
+    async def _feedback() -> str:
+        (full_id,) = await resolve_ids(settings, (node_id,), user_id, cube, "changed")
+        event = Feedback(user_id=user_id, cube_id=cube, node_id=full_id,
+                         verdict=verdict, note=note, query=query)  # type: ignore[arg-type]
+        await apply_command(settings, event, "feedback")
+        return full_id
+
+    console.print(f"{run_async(_feedback())}: {verdict}" + (f" ({note})" if note else ""))
+    if verdict == "irrelevant" and query is None:
+        console.print("without --query it is ranked lower for no query; the verdict is kept")
 
 
 @click.command()

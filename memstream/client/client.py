@@ -39,6 +39,7 @@ from memstream.topics.events import (
     Document,
     Event,
     ExtractedMemory,
+    Feedback,
     GetAllRequest,
     GetRequest,
     MemoryUpdate,
@@ -63,6 +64,7 @@ from memstream.topics.models import (
     SearchMemoryType,
     SourceRef,
     Subgraph,
+    Verdict,
     utcnow,
 )
 from memstream.topics.registry import (
@@ -457,6 +459,23 @@ class MemoryClient:
         """Publish a ``MemoryCommand`` (update, delete, replace_working_memory, delete_cube, …)."""
         validated = MEMORY_COMMANDS.adapter.validate_python(command)
         return await self.publish(MEMORY_COMMANDS, validated)
+
+    async def feedback(
+        self, user_id: str, memory_id: str, verdict: Verdict, note: str | None = None, *,
+        query: str | None = None, cube_id: str | None = None,
+    ) -> WriteToken:
+        """Say what a memory was worth to the agent that used it (a ``Feedback`` command):
+        ``wrong`` (never returned again, kept for history), ``outdated`` (no longer holds),
+        ``irrelevant`` (ranked lower for queries like ``query``, the one it was returned
+        for), ``confirmed`` (true: nothing closes it automatically). ``note``: why, shown by
+        ``history`` and ``explain``. ``memory_id`` is an exact id (a working-memory copy's
+        applies to its memory); resolve prefixes first (``memstream.history.ids.stored``).
+        ``wait_applied`` the token, then ``command_failure`` says if it was refused (an
+        unknown id, a frozen memory)."""
+        event = Feedback(user_id=user_id, cube_id=cube_id or user_id, node_id=memory_id,
+                         verdict=verdict, note=note or "", query=query)
+        with _call_span("feedback", event):
+            return await self.command(event)
 
     # ------------------------------------------------------------------ reads
 

@@ -57,7 +57,7 @@ CAUSE_TOPICS: tuple[TopicSpec, ...] = (
 )
 # Updates whose snapshot is the node's state after the change.
 _SNAPSHOT_ACTIONS = frozenset({"added", "merged", "updated", "archived", "expired", "frozen",
-                               "unfrozen"})
+                               "unfrozen", "feedback"})
 _DROP_ACTIONS = frozenset({"removed", "deleted"})
 MAX_DEPTH = 8  # lineage followed at most this deep (merges of merges of …)
 
@@ -113,6 +113,13 @@ class Explanation:
     def made(self) -> Change | None:
         """The change that made the node (its ``added``): which stage, why, when."""
         return next((c for c in self.changes if c.update.action == "added"
+                     and c.update.node_id == self.node_id), None)
+
+    @property
+    def feedback(self) -> Change | None:
+        """The agent's last verdict on it (its newest ``feedback`` change; the reason says
+        which verdict and why)."""
+        return next((c for c in reversed(self.changes) if c.update.action == "feedback"
                      and c.update.node_id == self.node_id), None)
 
 

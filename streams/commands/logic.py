@@ -1,4 +1,4 @@
-"""Command stage: update, delete, delete_cube, dump, load, backup.
+"""Command stage: update, feedback, delete, delete_cube, dump, load, backup.
 
 Every change is announced on ``memory.updates``. Commands are idempotent: a
 redelivered delete deletes nothing more, a redelivered update writes the same node.
@@ -18,6 +18,7 @@ from memstream.security.keys import destroy as destroy_key
 from memstream.sinks.dump import backup_cube, dump_cube, list_backups, load_cube
 from memstream.sinks.erasure import Left, left_of_cube, purge_deleted
 from memstream.streams.core.episode_index import indexes_for
+from memstream.streams.core.feedback import judged
 from memstream.streams.core.lifecycle import set_frozen, sweep
 from memstream.streams.core.working_memory import replace_working_memory, working_copy
 from memstream.streams.embed.cache import forget_cube
@@ -31,6 +32,7 @@ from memstream.topics.events import (
     DropViews,
     DumpCube,
     Event,
+    Feedback,
     FreezeNodes,
     LifecycleSweep,
     LoadCube,
@@ -45,6 +47,7 @@ from memstream.topics.events import (
     UpdateNode,
 )
 from memstream.topics.ids import derived_event_id, working_copy_id
+from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES, REORGANIZE_HIGH
 
 log = logging.getLogger("memstream.commands")
@@ -93,6 +96,45 @@ async def update_node(cmd: UpdateNode, deps: Deps) -> list[Outgoing]:
         # working memory holds what is current: an archived or expired memory leaves it
         await deps.store.delete(cmd.cube_id, [copy.id])
     return [_update(cmd, deps, "updated", cmd.node_id, node=updated)]
+
+
+async def _judged_node(cmd: Feedback, deps: Deps) -> MemoryItem:
+    """The memory a feedback names: the node, or the long-term node of a working-memory copy
+    (also once the copy is gone: a redelivered ``wrong`` removed it the first time)."""
+    node = await deps.query.get_node(cmd.cube_id, cmd.node_id)
+    if node is not None and node.metadata.origin_id is not None:
+        node = await deps.query.get_node(cmd.cube_id, node.metadata.origin_id)
+    elif node is None:  # copy ids derive from their node's id: look for the one it names
+        origin = next((i for i in await deps.store.vectors.list_ids(cmd.cube_id)
+                       if working_copy_id(i) == cmd.node_id), None)
+        node = await deps.query.get_node(cmd.cube_id, origin) if origin else None
+    if node is None:
+        raise CommandRejected(f"feedback: node {cmd.node_id} not found in cube {cmd.cube_id}")
+    return node
+
+
+async def feedback(cmd: Feedback, deps: Deps) -> list[Outgoing]:
+    """The agent's verdict on a memory (``streams/core/feedback.judged``), as of the command's
+    own time. ``wrong`` and ``outdated`` take its copy out of working memory (which holds what
+    is current); any other copy mirrors the verdict. A frozen memory refuses a verdict that
+    would change it, as it refuses updates (compliance hold)."""
+    node = await _judged_node(cmd, deps)
+    updated = judged(node, cmd.verdict, cmd.occurred_at, cmd.query)
+    reason = f"{cmd.verdict}: {cmd.note}" if cmd.note.strip() else cmd.verdict
+    if node.metadata.frozen and updated != node:
+        raise CommandRejected(f"node {node.id} is frozen: feedback {cmd.verdict!r} refused "
+                              "(unfreeze it first)")
+    if updated != node:
+        await deps.store.put_nodes(cmd.cube_id, [updated])
+    copy = await deps.query.get_node(cmd.cube_id, working_copy_id(node.id))
+    if copy is not None:
+        md = updated.metadata
+        if md.feedback == "wrong" or md.valid_until is not None or md.status != "activated":
+            await deps.store.delete(cmd.cube_id, [copy.id])
+        elif (mirrored := copy.evolve(feedback=md.feedback, valid_until=md.valid_until,
+                                      irrelevant_for=md.irrelevant_for)) != copy:
+            await deps.store.put_nodes(cmd.cube_id, [mirrored])
+    return [_update(cmd, deps, "feedback", node.id, node=updated, reason=reason)]
 
 
 async def delete_nodes(cmd: DeleteNodes, deps: Deps) -> list[Outgoing]:
@@ -198,6 +240,8 @@ async def run_command(cmd: Event, deps: Deps) -> list[Outgoing]:
     match cmd:
         case UpdateNode():
             return await update_node(cmd, deps)
+        case Feedback():
+            return await feedback(cmd, deps)
         case DeleteNodes():
             return await delete_nodes(cmd, deps)
         case DeleteCube():

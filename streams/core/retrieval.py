@@ -19,6 +19,7 @@ from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.episode_index import EpisodeIndex
+from memstream.streams.core.feedback import after_feedback, returnable
 from memstream.streams.core.filters import names_status, parse_search_filter
 from memstream.streams.core.turn_ranking import Window, message_ids, rank_windows, to_scored
 from memstream.streams.core.validity import current_first
@@ -302,7 +303,8 @@ async def materialize(
 ) -> list[ScoredMemory]:
     """The best ``want`` distinct memories of ``ranked``, reading from the graph only the
     nodes needed, a few at a time. The graph has the last word: a vector hit whose node is
-    missing, no longer activated, of another type or failing a filter is skipped."""
+    missing, no longer activated, of another type, failing a filter or called ``wrong`` by an
+    agent (whatever status a filter asks for) is skipped."""
     types = set(requested_types(req.memory_type))
     present = {node_id for node_id, _ in ranked}
     out: list[ScoredMemory] = []
@@ -319,7 +321,8 @@ async def materialize(
                     and matches_all(node, filters)):
                 candidates.items[node.id] = node
         out.extend(ScoredMemory(item=candidates.items[i], score=score)
-                   for i, score in chunk if i in candidates.items)
+                   for i, score in chunk
+                   if i in candidates.items and returnable(candidates.items[i]))
         kept = dedupe(out, present)
     return kept[:want]
 
@@ -430,6 +433,9 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
                                        want)
         finally:
             _settle(turns)
+        # the agents' feedback: nothing called wrong, what was called irrelevant for a query
+        # like this one lower (turn ranking's hits included)
+        found = after_feedback(found, req.query, deps.settings.search)
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)

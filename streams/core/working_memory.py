@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from memstream.streams.core.feedback import returnable
 from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.runtime.stage import Deps, Outgoing, PermanentError, Record
 from memstream.topics.events import (
@@ -58,9 +59,12 @@ def cited_turns(node: MemoryItem) -> frozenset[str]:
 
 def admissible(node: MemoryItem) -> bool:
     """Whether a node may enter working memory: not a summary, concept or inference written
-    by the ``rules`` stand-in. Those quote their members (already candidates themselves) and
-    no model judged them; an agent reading working memory takes every item as meant."""
-    return not node.metadata.is_stand_in_summary
+    by the ``rules`` stand-in (those quote their members, already candidates themselves, and
+    no model judged them; an agent reading working memory takes every item as meant), not
+    called ``wrong`` by an agent, and still valid (working memory holds what is current:
+    a memory called outdated, or ended by a later statement, stays out)."""
+    md = node.metadata
+    return not md.is_stand_in_summary and returnable(node) and md.valid_until is None
 
 
 def entry_of_copy(node: MemoryItem) -> Entry:
@@ -98,7 +102,8 @@ class Applied:
         if self.missing:
             text += f", {len(self.missing)} unknown or inactive ids skipped"
         if self.refused:
-            text += f", {len(self.refused)} rules-mode summaries left out"
+            text += (f", {len(self.refused)} left out (rules-mode summaries, memories "
+                     "called wrong or no longer valid)")
         return text
 
 
@@ -144,7 +149,8 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
     """Make the cube's WorkingMemory exactly ``refs`` (at most the capacity), in order."""
     capacity = deps.settings.memory.working_memory_capacity
     nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(dict.fromkeys(refs)))}
-    # Summaries the rules stand-in wrote never enter working memory, whoever names them.
+    # Summaries the rules stand-in wrote, and memories called wrong or no longer valid, never
+    # enter working memory, whoever names them.
     refused = [ref for ref in dict.fromkeys(refs) if ref in nodes and not admissible(nodes[ref])]
     targets, missing = target_copies([r for r in refs if r not in refused], nodes, at, capacity)
     current = {c.id: c for c in await deps.query.all_of_type(cube_id, "WorkingMemory",
@@ -167,7 +173,8 @@ async def apply_working_memory(deps: Deps, cube_id: str, refs: Sequence[str],
         log.warning("cube %s: working-memory ids unknown or inactive, skipped: %s", cube_id,
                     ", ".join(missing))
     if refused:
-        log.info("cube %s: rules-mode summaries kept out of working memory: %s", cube_id,
+        log.info("cube %s: kept out of working memory (rules-mode summaries, wrong or no "
+                 "longer valid): %s", cube_id,
                  ", ".join(refused))
     return Applied(copy_ids=[t.id for t, _ in targets], written=len(changed),
                    deleted=len(stale), missing=missing, refused=refused)

@@ -23,7 +23,8 @@ from tests.support.cli import MEMSTREAM, clean_env, pipeline_env
 from tests.support.pipeline import Pipeline
 
 TOOLS = {"search_memories", "add_memory", "add_chat_turn", "get_memories", "list_memories",
-         "update_memory", "delete_memories", "memory_history", "explain_memory"}
+         "update_memory", "delete_memories", "memory_history", "explain_memory",
+         "memory_feedback"}
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -248,6 +249,19 @@ async def test_mcp_over_stdio_add_search_get_history(pipeline: Pipeline) -> None
         history = await call(client, "memory_history", memory_id=added["id"])
         assert [c["action"] for c in history["changes"]] == ["added"], history
         assert history["changes"][0]["caused_by"].endswith("ExtractedMemory")
+        # the agent says a memory is wrong: no search or list shows it again
+        sister = (await call(client, "search_memories", query="who is the user's sister?",
+                             top_k=1))["results"][0]
+        assert "pilot" in sister["memory"]
+        said = await call(client, "memory_feedback", memory_id=sister["id"], verdict="wrong",
+                          note="Ana is a teacher")
+        assert said["memory"]["feedback"] == "wrong"
+        again = await call(client, "search_memories", query="who is the user's sister?")
+        assert sister["id"] not in {r["id"] for r in again["results"]}
+        listed = await call(client, "list_memories", include_archived=True)
+        assert sister["id"] not in {m["id"] for m in listed["memories"]}
+        line = await refused(client, "memory_feedback", memory_id=added["id"], verdict="meh")
+        assert "verdict" in line and "confirmed" in line
 
 
 @pytest.fixture(scope="module")
