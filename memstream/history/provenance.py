@@ -57,7 +57,7 @@ CAUSE_TOPICS: tuple[TopicSpec, ...] = (
 )
 # Updates whose snapshot is the node's state after the change.
 _SNAPSHOT_ACTIONS = frozenset({"added", "merged", "updated", "archived", "expired", "frozen",
-                               "unfrozen", "feedback"})
+                               "unfrozen", "feedback", "superseded"})
 _DROP_ACTIONS = frozenset({"removed", "deleted"})
 MAX_DEPTH = 8  # lineage followed at most this deep (merges of merges of …)
 

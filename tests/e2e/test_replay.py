@@ -48,7 +48,8 @@ TRIP = [
      ["meeting", "client", "berlin"]),
 ]
 # What the fed cube holds besides nodes: provenance, a merge and the optimizer's links.
-EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE", "CONFLICT"}
+EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE", "CONFLICT",
+              "SUPERSEDES"}
 RELATIONS = {"RELATE_TO", "CAUSE", "CONDITION", "CONFLICT"}
 
 
