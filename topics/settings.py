@@ -180,6 +180,10 @@ class MemorySettings(BaseModel):
     episodes: bool = True
     episodic_memory_capacity: int = Field(default=5000, ge=1)
     conflict_threshold: float = Field(default=0.80, ge=0, le=1)
+    # A statement that says something changed ("moved", "no longer", 已经不…) is compared with
+    # earlier ones from this similarity on, of either fact type: what it ends may be worded
+    # in another language or filed as the other type (streams.core.validity).
+    change_threshold: float = Field(default=0.75, ge=0, le=1)
     merge_threshold: float = Field(default=0.92, ge=0, le=1)
     conflict_candidates: int = Field(default=5, ge=1)
     conflict_detection: bool = True  # off: every item is added as is (faster, duplicates stay)
@@ -243,6 +247,9 @@ class SearchSettings(BaseModel):
     """Searcher defaults."""
 
     default_top_k: int = Field(default=10, ge=1)
+    # A question about the present puts the statement that holds now above the one it
+    # replaced (streams.core.validity.current_first); off: ranked as if nothing had changed.
+    current_first: bool = True
     topic_weight: float = 0.9
     concept_weight: float = 0.95
     fact_weight: float = 1.0

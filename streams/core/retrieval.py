@@ -439,7 +439,8 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         if goal.mode_used == "fine":  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)
-        found = await current_first(deps, req.cube_id, req.query, found, recalled)
+        if deps.settings.search.current_first:
+            found = await current_first(deps, req.cube_id, req.query, found, recalled)
         return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

@@ -151,6 +151,8 @@ async def decide(
                     log.info("cube %s: %s not closed by %s: %s", cube_id, old.id, node.id, why)
                 else:
                     closing += await validity.close(deps, old, node, verdict.reason, base)
+            elif old.metadata.memory_type != node.metadata.memory_type:
+                pass  # compared across types for a change only: never merged
             elif verdict.relation == "contradictory" and guesses(deps):
                 suspected.append((old, verdict.reason))  # without a model: never on a guess
             elif old.metadata.frozen:

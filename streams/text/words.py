@@ -22,7 +22,9 @@ _HANGUL = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 # Latin letters with their accented forms (so "München" is one word, not "M" + "nchen").
 _LETTER = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f"
 _LATIN_WORD = re.compile(rf"[{_LETTER}][{_LETTER}'-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？…])|\n+")
+# A title before a name does not end a sentence ("My GP is Dr. Patel").
+_TITLES = "".join(rf"(?<!\b{t}\.)" for t in ("Dr", "Mr", "Mrs", "Ms", "St", "Prof", "Mt"))
+_SENTENCE_END = re.compile(rf"(?<=[.!?…]){_TITLES}\s+|(?<=[。！？…])|\n+")
 
 Script = Literal["zh", "ja", "ko", "latin"]
 

@@ -1,0 +1,74 @@
+"""Words by which a statement says that something changed, and whether it states at all.
+
+Shared by the add stage (a statement that reports a change looks further back for what it
+may end: ``MemorySettings.change_threshold``) and the rules stand-in that decides whether it
+does (``streams.llm.rules.supersession``). Lexical cues only: a model judges without them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memstream.streams.text.words import words_of
+
+# An explicit change of state in English: a move, an ending, a switch, a state that no
+# longer holds. ("now" alone is not one: "I'm in Berlin now" may be a trip.)
+_EN_CHANGE = re.compile(
+    r"\b(?:moved|relocated|transferred|no longer|(?:any|no) ?more|quit|quitting|resigned|"
+    r"retired|stopped|gave up|given up|handed in (?:my|her|his|our) notice|cancell?ed|"
+    r"left (?:my|the|\w+ (?:job|school|team|club|gym|company))|left\b(?= [A-Z])|"
+    r"switched|(?:has|have|had) changed|changed (?:my|to|jobs?|teams?|schools?)|"
+    r"sold (?:my|the|our|it)|got rid of|broke up|split up|divorced|separated|got married|"
+    r"used to|these days|from now on|now (?:live|work|use|drive|have|own|eat|am|study|go|"
+    r"play|take|prefer|like)|instead|replaced|traded (?:in )?(?:my|the)|again now|"
+    r"started (?:eating|smoking|drinking|working|living)|(?:is|was) (?:sold|gone)|"
+    r"went (?:fully )?(?:vegan|vegetarian)|passed away|died)\b",
+    re.IGNORECASE)
+_ZH_CHANGE = tuple(words_of("""
+    搬到 搬去 搬回 搬家 已经不 不再 再也不 换成 换了 换到 改成 改为 改学 改坐 改喝 改去 改用
+    辞职 离职 辞掉 跳槽 戒了 戒掉 卖了 卖掉 分手 离婚 退休 退出 转学 转到 转行 变成 现在 如今
+    已经没 去世 走了 没续
+"""))
+# 不/没 … 了 with at most six characters between: 不抽烟了, 不吃肉了, 没养狗了
+_ZH_NOT_ANY_MORE = re.compile(r"[不没][^，。,.!?！？]{1,6}了")
+
+# A statement that supposes, asks or wishes rather than states.
+_EN_UNREAL = re.compile(
+    r"\b(?:if|would|could|should|suppose|supposing|imagine|wonder|whether|unless|maybe|"
+    r"perhaps|might|in case)\b|\?", re.IGNORECASE)
+_ZH_UNREAL = ("如果", "假如", "要是", "万一", "假设", "的话", "也许", "或许", "可能", "吗", "？")
+_CLAUSE_END = re.compile(r"[,，;；。!！?？:：]|\s[-–—]\s|\bbut\b|\bso\b", re.IGNORECASE)
+# Moves name a home: a move ends where one lives, not where one works.
+_MOVE = re.compile(r"\b(?:moved|relocated)\b|搬", re.IGNORECASE)
+
+
+def change_marker(text: str) -> str | None:
+    """The words by which ``text`` says something changed, or None."""
+    if m := _EN_CHANGE.search(text):
+        return m[0]
+    for word in _ZH_CHANGE:
+        if word in text:
+            return word
+    if m := _ZH_NOT_ANY_MORE.search(text):
+        return m[0]
+    return None
+
+
+def marker_clause(text: str, marker: str) -> tuple[str, str]:
+    """The clause of ``text`` that holds ``marker``, and the text up to its end (the whole
+    text for both when it cannot tell)."""
+    at = text.find(marker)
+    if at < 0:
+        return text, text
+    start = max((m.end() for m in _CLAUSE_END.finditer(text, 0, at)), default=0)
+    end = next((m.start() for m in _CLAUSE_END.finditer(text, at + len(marker))), len(text))
+    return text[start:end], text[:end]
+
+
+def unreal(text: str) -> bool:
+    """A supposition, question or wish (not a statement of what is)."""
+    return bool(_EN_UNREAL.search(text)) or any(w in text for w in _ZH_UNREAL)
+
+
+def is_move(marker: str) -> bool:
+    return bool(_MOVE.search(marker))
