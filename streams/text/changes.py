@@ -22,7 +22,10 @@ _EN_CHANGE = re.compile(
     r"used to|these days|from now on|now (?:live|work|use|drive|have|own|eat|am|study|go|"
     r"play|take|prefer|like)|instead|replaced|traded (?:in )?(?:my|the)|again now|"
     r"started (?:eating|smoking|drinking|working|living)|(?:is|was) (?:sold|gone)|"
-    r"went (?:fully )?(?:vegan|vegetarian)|passed away|died)\b",
+    r"went (?:fully )?(?:vegan|vegetarian)|passed away|died|as of|nowadays|any longer|"
+    r"non-?smoker|ex-?(?:smoker|girlfriend|boyfriend|wife|husband|partner)|"
+    r"put (?:\w+ )?down|(?:haven't|hasn't|have not|has not) \w+ (?:\w+ ){0,3}since|"
+    r"now(?=\s*(?:[,.!;:)]|[-–—]|$)))\b",
     re.IGNORECASE)
 _ZH_CHANGE = tuple(words_of("""
     搬到 搬去 搬回 搬家 已经不 不再 再也不 换成 换了 换到 改成 改为 改学 改坐 改喝 改去 改用

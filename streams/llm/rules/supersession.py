@@ -48,12 +48,12 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
     if mood(so_far) != "fact" or unreal(so_far):
         return None
     a, b = analyse(existing), analyse(new)
-    if different_subjects(existing, new) or _another_person(clause):
+    if _not_the_same_person(existing, new, clause):
         return None
     if existing_since is not None and new_since is not None \
             and new_since < existing_since - SLACK:
         return None  # told later, but about an earlier time
-    if existing_since is not None and _names_earlier_year(clause, existing_since):
+    if existing_since is not None and _names_earlier_year(new, existing_since):
         return None
     if marker.lower() == "used to" and not a.entities <= b.entities:
         return None  # "I used to live in Paris" tells of the past, not of Lyon
@@ -65,10 +65,17 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
     return f"an explicit change ({marker!r}) replaces the earlier statement"
 
 
-def _another_person(clause: str) -> bool:
-    """The clause's subject is a relative or friend of the user ("my dad quit smoking")."""
-    keys = subject_of(clause).keys
-    return bool(keys) and all(k.startswith("rel:") for k in keys)
+def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
+    """Whether the change is someone else's: the clause that says it is about a relative or
+    friend ("my dad quit smoking"), or about the user while the earlier statement is about a
+    relative; otherwise the subject rules of the relation judge (names, speakers)."""
+    said = subject_of(clause).keys
+    if said and all(k.startswith("rel:") for k in said):
+        return True
+    if "self" in said:  # "I …": only a relative's statement is someone else's
+        before = subject_of(existing).keys
+        return bool(before) and all(k.startswith("rel:") for k in before)
+    return different_subjects(existing, new) is not None
 
 
 def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation) -> bool:
