@@ -96,8 +96,12 @@ def history(node_id: str, cube_id: str | None, data_dir: Path | None) -> None:
 @cube_option
 @click.option("--status", "statuses", multiple=True,
               help="Only these statuses (repeatable; default: all).")
+@click.option("--valid", is_flag=True,
+              help="TIME is in the conversation's time: the memories that held then (begun, "
+                   "not yet closed by a later statement or feedback), as the cube knows them "
+                   "now.")
 @data_dir_option
-def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str],
+def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str], valid: bool,
           data_dir: Path | None) -> None:
     """What a cube held at TIME (ISO 8601; UTC if no zone), rebuilt from memory.updates."""
     at = _time(time)
@@ -105,19 +109,28 @@ def as_of(time: str, user_id: str, cube_id: str | None, statuses: Sequence[str],
 
     async def run() -> list[Any]:
         async with MemoryClient(settings_for(data_dir)) as client:
-            return await client.as_of(cube, at)
+            return await client.as_of(cube, at, time="valid" if valid else "recorded")
 
     nodes = [n for n in run_async(run()) if not statuses or n.metadata.status in statuses]
+    held = "held true" if valid else "held"
     if not nodes:
-        console.print(f"cube '{cube}' held no memories at {at.isoformat()}")
+        console.print(f"cube '{cube}': no memories {held} at {at.isoformat()}")
         return
-    table = Table("id", "type", "status", "memory",
-                  title=f"cube '{cube}' at {at.isoformat()}: {len(nodes)} memories")
+    table = Table("id", "type", "status", "valid", "memory",
+                  title=f"cube '{cube}' at {at.isoformat()}"
+                        f"{' (conversation time)' if valid else ''}: {len(nodes)} memories")
     for n in nodes:
         md = n.metadata
         status = md.status + (" (frozen)" if md.frozen else "")
-        table.add_row(n.id[:8], md.memory_type, status, escape(_short(n.memory)))
+        table.add_row(n.id[:8], md.memory_type, status, _validity(md), escape(_short(n.memory)))
     console.print(table)
+
+
+def _validity(md: Any) -> str:
+    """"since … until …" in dates, or "" when nothing is known."""
+    since = f"since {md.valid_from:%Y-%m-%d}" if md.valid_from else ""
+    until = f"until {md.valid_until:%Y-%m-%d}" if md.valid_until else ""
+    return " ".join(x for x in (since, until) if x)
 
 
 _LABELS = {"episode": "said in", "copy": "a working-memory copy of"}

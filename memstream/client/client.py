@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -612,13 +612,19 @@ class MemoryClient:
         except provenance_read.NoWorker as exc:
             raise ClientError(str(exc)) from exc
 
-    async def as_of(self, cube_id: str, at: datetime) -> list[MemoryItem]:
+    async def as_of(self, cube_id: str, at: datetime, *,
+                    time: Literal["recorded", "valid"] = "recorded") -> list[MemoryItem]:
         """What the cube held at ``at`` (working-memory copies aside), rebuilt from
-        ``memory.updates``."""
+        ``memory.updates``. ``time="valid"``: ``at`` is in the conversation's time — the
+        memories that held then (``MemoryMetadata.valid_at``: begun, not yet closed by a
+        later statement or by feedback), as the cube knows them now."""
         try:
-            return await provenance_read.cube_as_of(self, cube_id, at)
+            if time == "recorded":
+                return await provenance_read.cube_as_of(self, cube_id, at)
+            now = await provenance_read.cube_as_of(self, cube_id, datetime.now(UTC))
         except provenance_read.NoWorker as exc:
             raise ClientError(str(exc)) from exc
+        return [n for n in now if n.metadata.status == "activated" and n.metadata.valid_at(at)]
 
     async def explain(self, node_id: str, cube_id: str | None = None) -> Explanation:
         """Why the cube holds a memory: its source messages (text from the log) and the

@@ -65,7 +65,14 @@ async def test_history_explain_freeze_as_of_backup_restore(pipeline: Pipeline,
     assert code == 0, err
     assert "bees" in out and "activated (frozen)" in out and "EpisodicMemory" in out
     code, out, err = await cli(p, "as-of", "2001-01-01", "--user", "carol")
-    assert code == 0 and "cube 'carol' held no memories at 2001-01-01" in out
+    assert code == 0 and "cube 'carol': no memories held at 2001-01-01" in out
+    # in the conversation's time: what held then, with since when
+    code, out, err = await cli(p, "as-of", datetime.now(UTC).isoformat(), "--valid",
+                               "--user", "carol")
+    assert code == 0, err
+    assert "conversation time" in out and "bees" in out and "since 20" in out
+    code, out, err = await cli(p, "as-of", "2001-01-01", "--valid", "--user", "carol")
+    assert code == 0 and "no memories held true at 2001-01-01" in out
     code, out, err = await cli(p, "as-of", "yesterday", "--user", "carol")
     assert code != 0 and "not an ISO 8601 time" in err
 

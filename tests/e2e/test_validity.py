@@ -74,6 +74,11 @@ async def test_a_move_closes_the_old_home_and_the_new_one_answers_now(
     assert closed[0].edges[0].type == "SUPERSEDES"
     assert "explicit change" in closed[0].reason
     assert closed[0].node is not None and closed[0].node.metadata.valid_until is not None
+    # as of a time in the conversation: the home that held then
+    then = await pipeline.client.as_of("home", T0 + timedelta(days=10), time="valid")
+    later = await pipeline.client.as_of("home", T0 + timedelta(days=40), time="valid")
+    assert lyon.id in {n.id for n in then} and berlin.id not in {n.id for n in then}
+    assert berlin.id in {n.id for n in later} and lyon.id not in {n.id for n in later}
     history = await pipeline.client.memory_history(lyon.id, "home")
     assert "superseded" in [c.update.action for c in history]
 
