@@ -388,3 +388,24 @@ async def test_a_statement_about_an_earlier_time_closes_nothing(tmp_path: Path) 
                                valid_from=T0 - timedelta(days=900)))
     assert not updates(out, "superseded")
     assert all(n.metadata.valid_until is None for n in await stored(deps))
+
+
+async def test_a_models_supersedes_closes_the_older_statement_without_a_merge(
+        tmp_path: Path) -> None:
+    """With a model the review's own ``supersedes`` is acted on (no rule needed), and its
+    usual spellings are understood."""
+    def model(ctx: ReviewContext) -> ReviewResponse:
+        return ReviewResponse.model_validate({"decisions": [
+            {"item": 0, "candidate": 0, "relation": "Replaced", "reason": "she lives there now",
+             "memory": "ignored: nothing is merged"}]})
+
+    deps = memory_deps(tmp_path, llm=ScriptedLLM({REVIEW.name: model}))
+    await add(deps, item("Alice lives in Berlin."))
+    out = await add(deps, item("Alice is in Lisbon for good.", day=40))
+    active = await stored(deps, status="activated")
+    old = next(n for n in active if "Berlin" in n.memory)
+    new = next(n for n in active if "Lisbon" in n.memory)
+    assert not await stored(deps, status="archived")
+    assert old.metadata.superseded_by == new.id and old.metadata.valid_until is not None
+    (closed,) = updates(out, "superseded")
+    assert closed.reason == "she lives there now" and not updates(out, "merged")
