@@ -4,12 +4,11 @@ client and the rules extractor: near misses stay apart, a suspected contradictio
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from memstream.topics.events import MemoryUpdate
-from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
-from tests.support.pipeline import Pipeline, facts_by_status
+from tests.support.pipeline import Pipeline, facts_by_status, holding, say_apart
 from tests.support.topics import read_topic
 
 T0 = datetime(2026, 11, 20, 9, tzinfo=UTC)
@@ -33,19 +32,8 @@ NEAR_MISSES = [
 
 
 async def say(pipeline: Pipeline, cube: str, *texts: str) -> None:
-    """Each text as its own chat chunk from the user, a day apart, then wait for all."""
-    tokens = [await pipeline.client.add_messages(cube, [{
-        "id": f"m{i}", "role": "user", "content": text,
-        "timestamp": T0 + timedelta(days=i)}], session_id=f"s{i}")
-        for i, text in enumerate(texts)]
-    for token in tokens:
-        await pipeline.client.wait_applied(token, timeout=60)
-
-
-def holding(nodes: list[MemoryItem], words: str) -> MemoryItem:
-    (node,) = [n for n in nodes if words in n.memory]
-    return node
-
+    """Each text as its own chat chunk from the user, a day apart from T0."""
+    await say_apart(pipeline, cube, *texts, start=T0, days=1)
 
 async def test_a_trip_to_shanghai_does_not_replace_a_home_in_lyon(pipeline: Pipeline) -> None:
     await say(pipeline, "lyon", LYON, SHANGHAI)

@@ -5,13 +5,10 @@ MCP tools too), the command line, and a replay of the log that rebuilds the same
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from memstream.agents.memory_tools import Identity, MemoryTools, ToolFailure
 from memstream.sinks.dump import export_cube
@@ -21,7 +18,7 @@ from memstream.topics.models import MemoryItem
 from tests.e2e.test_replay import feed, replay, settle, view
 from tests.e2e.test_scheduler import ask, replacement_for
 from tests.support.cli import pipeline_env, run_cli
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.pipeline import Pipeline
 
 HOME = "The user lives in Porto."
 CAR = "The user drives a red Fiat to work."
@@ -180,13 +177,6 @@ async def test_memstream_feedback_on_the_command_line(pipeline: Pipeline) -> Non
     assert len(errors) == 1 and "'useless' is not one of 'wrong', 'outdated'" in errors[0]
 
 
-@pytest_asyncio.fixture
-async def live(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    """As test_replay's: structure optimization out of the way (it runs on a timer)."""
-    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
-                                 reorganize={"optimize_interval_s": 3600})
-    async for p in run_pipeline(settings):
-        yield p
 
 
 async def test_feedback_replayed_from_the_log_rebuilds_identical_stores(live: Pipeline) -> None:

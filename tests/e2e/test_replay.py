@@ -53,13 +53,6 @@ EDGE_TYPES = {"EXTRACTED_FROM", "MERGED_TO", "FOLLOWS", "RELATE_TO", "CAUSE", "C
 RELATIONS = {"RELATE_TO", "CAUSE", "CONDITION", "CONFLICT"}
 
 
-@pytest_asyncio.fixture
-async def live(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    """The pipeline with structure optimization out of the way (it runs on a timer)."""
-    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
-                                 reorganize={"optimize_interval_s": 3600})
-    async for p in run_pipeline(settings):
-        yield p
 
 
 def chat(day: int, *lines: tuple[str, str]) -> list[dict[str, str]]:
@@ -83,8 +76,8 @@ async def feed(p: Pipeline, cube: str, name: str) -> None:
                                         "Runs five kilometres every Sunday."])
     await c.wait_applied(chats, timeout=120)
     await c.wait_applied(token, timeout=120)
-    # Related facts (CAUSE, RELATE_TO, FOLLOWS), a move (without a model a CONFLICT edge,
-    #) and a rewording that archives a node (MERGED_TO).
+    # Related facts (CAUSE, RELATE_TO, FOLLOWS), a move said outright (it closes the old
+    # home: SUPERSEDES) and a rewording that archives a node (MERGED_TO).
     await c.add_memories(cube, [{"memory": text, "tags": tags} for text, tags in TRIP],
                          session_id="trip")
     await c.add_memories(cube, [f"{name}'s friend Alice lives in Berlin."])

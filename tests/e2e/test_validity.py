@@ -8,27 +8,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from memstream.topics.events import MemoryUpdate
-from memstream.topics.models import MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
-from tests.support.pipeline import Pipeline, facts_by_status
+from tests.support.pipeline import Pipeline, facts_by_status, holding, say_apart
 from tests.support.topics import read_topic
 
 T0 = datetime(2026, 3, 2, 9, tzinfo=UTC)
-
-
-async def say(pipeline: Pipeline, cube: str, *texts: str, days: int = 30) -> None:
-    """Each text as its own chat chunk from the user, ``days`` apart, then wait for all."""
-    tokens = [await pipeline.client.add_messages(cube, [{
-        "id": f"m{i}", "role": "user", "content": text,
-        "timestamp": T0 + timedelta(days=days * i)}], session_id=f"s{i}")
-        for i, text in enumerate(texts)]
-    for token in tokens:
-        await pipeline.client.wait_applied(token, timeout=60)
-
-
-def holding(nodes: list[MemoryItem], words: str) -> MemoryItem:
-    (node,) = [n for n in nodes if words in n.memory]
-    return node
 
 
 def current_first(hits: list, current: str, stale: str) -> bool:
@@ -40,6 +24,10 @@ def current_first(hits: list, current: str, stale: str) -> bool:
                        len(texts))
     return first_current < first_stale
 
+
+async def say(pipeline: Pipeline, cube: str, *texts: str) -> None:
+    """Each text as its own chat chunk from the user, 30 days apart from T0."""
+    await say_apart(pipeline, cube, *texts, start=T0, days=30)
 
 async def test_a_move_closes_the_old_home_and_the_new_one_answers_now(
         pipeline: Pipeline) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,16 @@ async def pipeline(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> Asyn
 
 
 @pytest_asyncio.fixture
+async def live(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
+    """The pipeline with structure optimization out of the way (it runs on a timer): what a
+    replay must rebuild is then only what the stages did for each record."""
+    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri,
+                                 reorganize={"optimize_interval_s": 3600})
+    async for p in run_pipeline(settings):
+        yield p
+
+
+@pytest_asyncio.fixture
 async def pipeline_with_llm(
     tmp_path: Path, kafka_broker: str, falkordb_uri: str, scripted_openai: Any
 ) -> AsyncIterator[Pipeline]:
@@ -93,6 +104,24 @@ async def pipeline_with_llm(
     )
     async for p in run_pipeline(settings, scripted_openai):
         yield p
+
+
+async def say_apart(pipeline: Pipeline, cube: str, *texts: str, start: datetime,
+              days: int = 1) -> None:
+    """Each text as its own chat chunk from the user, ``days`` apart from ``start``, then wait
+    for all."""
+    tokens = [await pipeline.client.add_messages(cube, [{
+        "id": f"m{i}", "role": "user", "content": text,
+        "timestamp": start + timedelta(days=days * i)}], session_id=f"s{i}")
+        for i, text in enumerate(texts)]
+    for token in tokens:
+        await pipeline.client.wait_applied(token, timeout=60)
+
+
+def holding(nodes: list[MemoryItem], words: str) -> MemoryItem:
+    """The one node whose text holds ``words``."""
+    (node,) = [n for n in nodes if words in n.memory]
+    return node
 
 
 async def facts_by_status(pipeline: Pipeline, cube: str) -> dict[str, list[MemoryItem]]:

@@ -69,11 +69,10 @@ def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
     """Whether the change is someone else's: the clause that says it is about a relative or
     friend ("my dad quit smoking"), or about the user while the earlier statement is about a
     relative; otherwise the subject rules of the relation judge (names, speakers)."""
-    said = subject_of(clause).keys
+    said, before = subject_of(clause).keys, subject_of(existing).keys
     if said and all(k.startswith("rel:") for k in said):
-        return True
+        return not said & before  # the sister's move ends only what was said of the sister
     if "self" in said:  # "I …": only a relative's statement is someone else's
-        before = subject_of(existing).keys
         return bool(before) and all(k.startswith("rel:") for k in before)
     return different_subjects(existing, new) is not None
 

@@ -46,6 +46,20 @@ async def stored(deps: Deps, memory_type: str = "LongTermMemory",
     return await deps.query.all_of_type(CUBE, memory_type, status)  # type: ignore[arg-type]
 
 
+async def delivered_twice(deps: Deps, one: ExtractedMemory) -> list[tuple[str, str | None]]:
+    """``one`` delivered, then again: the second delivery changes nothing in the stores and
+    announces the same (event ids and actions, returned)."""
+    first = await add(deps, one)
+    before = await deps.query.export_cube(CUBE)
+    again = await add(deps, one)
+    after = await deps.query.export_cube(CUBE)
+    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
+    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
+    key = [(o.event.event_id, getattr(o.event, "action", None)) for o in first]
+    assert [(o.event.event_id, getattr(o.event, "action", None)) for o in again] == key
+    return key
+
+
 async def test_a_new_memory_is_stored_with_its_vector_and_a_working_copy(tmp_path: Path) -> None:
     deps = memory_deps(tmp_path)
     one = item("The user is allergic to peanuts.", tags=("health",))
@@ -165,14 +179,7 @@ async def test_a_redelivered_merge_is_announced_again_not_decided_again(tmp_path
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
     newer = item("Alice lives in Lisbon.", day=1)
-    first = await add(deps, newer)
-    before = await deps.query.export_cube(CUBE)
-    again = await add(deps, newer)
-    after = await deps.query.export_cube(CUBE)
-    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
-    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    key = [(o.event.event_id, getattr(o.event, "action", None)) for o in first]
-    assert [(o.event.event_id, getattr(o.event, "action", None)) for o in again] == key
+    await delivered_twice(deps, newer)
 
 
 async def test_independent_statements_are_all_kept(tmp_path: Path) -> None:
@@ -355,14 +362,7 @@ async def test_a_redelivered_change_closes_nothing_twice_and_announces_the_same(
     deps = memory_deps(tmp_path)
     await add(deps, item("Alice lives in Berlin."))
     newer = item("Alice moved from Berlin to Lisbon.", day=40)
-    first = await add(deps, newer)
-    before = await deps.query.export_cube(CUBE)
-    again = await add(deps, newer)
-    after = await deps.query.export_cube(CUBE)
-    assert sorted(after.nodes, key=lambda n: n.id) == sorted(before.nodes, key=lambda n: n.id)
-    assert sorted(after.edges, key=str) == sorted(before.edges, key=str)
-    key = [(o.event.event_id, getattr(o.event, "action", None)) for o in first]
-    assert [(o.event.event_id, getattr(o.event, "action", None)) for o in again] == key
+    key = await delivered_twice(deps, newer)
     assert "superseded" in {a for _, a in key}
 
 
