@@ -290,6 +290,16 @@ def short_date(item: MemoryItem) -> str:
     return item.metadata.updated_at.strftime("%Y-%m-%d %H:%M")
 
 
+def ended(item: MemoryItem) -> str:
+    """"held until 2026-11-28, replaced by e6489155" for a memory that stopped holding (a
+    later statement closed it, or feedback called it outdated); "" while it holds."""
+    md = item.metadata
+    if md.valid_until is None:
+        return ""
+    by = f", replaced by {md.superseded_by[:8]}" if md.superseded_by else ""
+    return f"held until {md.valid_until:%Y-%m-%d}{by}"
+
+
 WIDE = 120  # below this many columns, one block per memory instead of a table
 
 
@@ -310,6 +320,8 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
             console.print(head)
             console.print(Padding(Text(f"id {item.id}", style="dim"), (0, 0, 0, 3)))
             console.print(Padding(Text(item.memory, overflow="fold"), (0, 0, 0, 3)))
+            if until := ended(item):
+                console.print(Padding(Text(until, style="yellow"), (0, 0, 0, 3)))
             if md.tags:
                 console.print(Padding(Text("tags: " + ", ".join(md.tags), style="dim"),
                                       (0, 0, 0, 3)))
@@ -326,7 +338,8 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
         md = item.metadata
         table.add_row(item.id, short_date(item), *([f"{score:.3f}"] if scored else []),
                       md.memory_type + ("" if md.status == "activated" else f" ({md.status})"),
-                      item.memory, ", ".join(md.tags))
+                      item.memory + (f"\n({until})" if (until := ended(item)) else ""),
+                      ", ".join(md.tags))
     console.print(table)
 
 
