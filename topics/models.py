@@ -17,6 +17,7 @@ from memstream.topics.sealing import SEALED
 MemoryType = Literal["WorkingMemory", "LongTermMemory", "UserMemory", "EpisodicMemory"]
 # What extraction files a memory under (the model chooses between these two).
 StoredMemoryType = Literal["LongTermMemory", "UserMemory"]
+STORED_MEMORY_TYPES: tuple[StoredMemoryType, ...] = get_args(StoredMemoryType)
 # What the add stage stores: extracted memories, and episodes (a chat chunk's raw turns,
 # kept whole; never merged, never in working memory, never reorganized).
 ItemMemoryType = Literal["LongTermMemory", "UserMemory", "EpisodicMemory"]

@@ -15,7 +15,7 @@ from typing import Any
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ScoredMemory
 from memstream.topics.ids import derived_event_id
-from memstream.topics.models import Edge, MemoryItem
+from memstream.topics.models import Edge, EdgeType, MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
 
 NOTE_CHARS = 300
@@ -26,22 +26,30 @@ def guesses(deps: Deps) -> bool:
     return deps.llm.name == "rules"
 
 
-def _tag(node_id: str) -> str:
+def tag(node_id: str) -> str:
+    """The head of an edge's reason that names the node whose adding wrote it."""
     return f"[{node_id}] "
+
+
+async def recorded_edges(deps: Deps, cube_id: str, node_id: str,
+                         edge_type: EdgeType) -> list[Edge]:
+    """The ``edge_type`` edges out of ``node_id`` that adding it wrote (tagged with it), so a
+    redelivery finds its own decisions."""
+    edges = await deps.query.edges_of(cube_id, node_id, [edge_type], "out")
+    return [e for e in edges if e.reason.startswith(tag(node_id))]
 
 
 def conflict_edges(node: MemoryItem, suspected: Sequence[tuple[MemoryItem, str]]) -> list[Edge]:
     """``CONFLICT`` from the new node to each older one it seems to contradict; the reason is
     tagged with the node whose adding found it, so a redelivery finds its own edges."""
     return [Edge(source=node.id, target=old.id, type="CONFLICT",
-                 reason=(_tag(node.id) + f"suspected contradiction: {why}")[:NOTE_CHARS])
+                 reason=(tag(node.id) + f"suspected contradiction: {why}")[:NOTE_CHARS])
             for old, why in suspected]
 
 
 async def recorded_conflicts(deps: Deps, cube_id: str, node_id: str) -> list[Edge]:
     """The ``CONFLICT`` edges written while adding ``node_id`` (none if it found none)."""
-    edges = await deps.query.edges_of(cube_id, node_id, ["CONFLICT"], "out")
-    return [e for e in edges if e.reason.startswith(_tag(node_id))]
+    return await recorded_edges(deps, cube_id, node_id, "CONFLICT")
 
 
 def linked(edges: Sequence[Edge], base: dict[str, Any]) -> list[Outgoing]:
@@ -49,7 +57,7 @@ def linked(edges: Sequence[Edge], base: dict[str, Any]) -> list[Outgoing]:
     return [Outgoing(MEMORY_UPDATES, MemoryUpdate(
         event_id=derived_event_id("conflict", e.source, e.target), action="linked",
         node_id=e.source, related_ids=(e.target,), edges=(e,),
-        reason=e.reason.removeprefix(_tag(e.source)), **base)) for e in edges]
+        reason=e.reason.removeprefix(tag(e.source)), **base)) for e in edges]
 
 
 async def newer_first(deps: Deps, cube_id: str,

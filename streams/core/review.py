@@ -2,11 +2,11 @@
 
 Candidates: activated facts of the same type that still hold (``streams.core.validity``),
 most similar first, above the conflict threshold, never about a different subject, never a
-fact of the same chunk. A statement that says something changed looks further (from the
-change threshold, facts of either type: what it ends may be in another language or filed
-as the other type); a candidate of the other type may only be superseded, never merged
-(``streams.memory.decisions``) (so the question
-does not depend on how the chunk's items were batched). The judge's verdicts and the fused
+fact of the same chunk (so the question does not depend on how the chunk's items were
+batched). A statement that says something changed looks further (from the change threshold,
+facts of either type: what it ends may be in another language or filed as the other type);
+a candidate of the other type may only be superseded, never merged
+(``streams.memory.decisions``). The judge's verdicts and the fused
 statements of the whole chunk come back in one answer. If the call fails, similarity
 decides per node (a best candidate at or above the merge threshold is taken as redundant).
 """
@@ -26,10 +26,9 @@ from memstream.streams.prompts.review import REVIEW, Candidate, ReviewContext, R
 from memstream.streams.runtime.stage import Deps
 from memstream.streams.text.changes import change_marker
 from memstream.streams.text.subjects import different_subjects
-from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.models import STORED_MEMORY_TYPES, MemoryItem, MemoryType
 
 log = logging.getLogger("memstream.merge")
-FACT_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ async def candidates(node: MemoryItem, vector: Sequence[float], deps: Deps,
     chunk = chunk_of(node)
     change = change_marker(node.memory) is not None
     floor = min(cfg.conflict_threshold, cfg.change_threshold) if change else cfg.conflict_threshold
-    types: list[MemoryType] = list(FACT_TYPES) if change else [md.memory_type]
+    types: list[MemoryType] = list(STORED_MEMORY_TYPES) if change else [md.memory_type]
     query = VectorQuery(vector, cfg.conflict_candidates + 1 + len(siblings),
                         memory_types=types, filters=FACTS)
     hits = await deps.store.search(md.cube_id, query, min_score=floor)

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from memstream.streams.core.conflicts import recorded_edges, tag
 from memstream.streams.runtime.stage import Deps, Outgoing
+from memstream.streams.text.changes import SLACK
 from memstream.topics.events import MemoryUpdate, ScoredMemory
 from memstream.topics.ids import derived_event_id, working_copy_id
-from memstream.topics.models import Edge, MemoryItem
+from memstream.topics.models import STORED_MEMORY_TYPES, Edge, MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
 
 NOTE_CHARS = 300
-# A relative date is resolved to its month at worst ("last month": the 1st), so a new
-# statement is about an earlier time only when it begins more than a month before the old.
-SLACK = timedelta(days=31)
 MAX_HOPS = 8  # a chain of changes followed to the statement that holds now
 
 
@@ -53,15 +52,11 @@ def held_back(old: MemoryItem, new: MemoryItem) -> str | None:
     return None
 
 
-def _tag(node_id: str) -> str:
-    return f"[{node_id}] "
-
-
 def supersedes_edge(new: MemoryItem, old: MemoryItem, reason: str) -> Edge:
     """``SUPERSEDES`` new → old, its reason tagged with the node whose adding decided it (so a
     redelivery finds its own decision)."""
     return Edge(source=new.id, target=old.id, type="SUPERSEDES",
-                reason=(_tag(new.id) + reason)[:NOTE_CHARS])
+                reason=(tag(new.id) + reason)[:NOTE_CHARS])
 
 
 def closed(old: MemoryItem, new: MemoryItem) -> MemoryItem:
@@ -86,23 +81,28 @@ async def close(deps: Deps, old: MemoryItem, new: MemoryItem, reason: str,
 def announce(old: MemoryItem, new_id: str, edge: Edge, base: dict[str, Any]) -> list[Outgoing]:
     """``superseded`` for the closed node (its snapshot and the edge), and ``removed`` for its
     working copy (the same id whether this or an eviction took it out)."""
-    reason = edge.reason.removeprefix(_tag(new_id))
+    reason = edge.reason.removeprefix(tag(new_id))
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("superseded", old.id, new_id), action="superseded",
             node_id=old.id, node=old, related_ids=(new_id,), edges=(edge,),
             reason=reason, **base)),
-        Outgoing(MEMORY_UPDATES, MemoryUpdate(
-            event_id=derived_event_id("removed", working_copy_id(old.id)), action="removed",
-            node_id=working_copy_id(old.id), reason=f"superseded by {new_id}", **base)),
+        copy_removed(old.id, f"superseded by {new_id}", base),
     ]
+
+
+def copy_removed(node_id: str, reason: str, base: dict[str, Any]) -> Outgoing:
+    """``removed`` for a memory's working-memory copy, under the id an eviction of that copy
+    announces too (whichever took it out first, the announcement is the same)."""
+    return Outgoing(MEMORY_UPDATES, MemoryUpdate(
+        event_id=derived_event_id("removed", working_copy_id(node_id)), action="removed",
+        node_id=working_copy_id(node_id), reason=reason, **base))
 
 
 async def recorded(deps: Deps, cube_id: str, node_id: str) -> list[tuple[Edge, str]]:
     """The ``SUPERSEDES`` edges written while adding ``node_id``, with their reasons."""
-    edges = await deps.query.edges_of(cube_id, node_id, ["SUPERSEDES"], "out")
-    return [(e, e.reason.removeprefix(_tag(node_id))) for e in edges
-            if e.reason.startswith(_tag(node_id))]
+    return [(e, e.reason.removeprefix(tag(node_id)))
+            for e in await recorded_edges(deps, cube_id, node_id, "SUPERSEDES")]
 
 
 async def apply_recorded(deps: Deps, node: MemoryItem,
@@ -196,7 +196,7 @@ async def _current_of(deps: Deps, cube_id: str,
 
 def _is_statement(item: MemoryItem) -> bool:
     md = item.metadata
-    return md.memory_type in ("LongTermMemory", "UserMemory") and md.origin_id is None
+    return md.memory_type in STORED_MEMORY_TYPES and md.origin_id is None
 
 
 def _shows(hit: ScoredMemory, node: MemoryItem) -> bool:

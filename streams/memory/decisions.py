@@ -27,6 +27,7 @@ from memstream.streams.core.merge import (
     resolve,
 )
 from memstream.streams.core.review import Verdict, review
+from memstream.streams.core.validity import copy_removed
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.runtime.stage import Deps, Outgoing
@@ -77,9 +78,7 @@ def merged(merge: Merge, base: dict[str, Any], adding: str) -> list[Outgoing]:
     (same id as the eviction's): which of the two happens first depends on how the add
     stage's input was batched, and the announcements must not."""
     kept, archived = merge.kept.id, merge.archived.id
-    copy = [] if archived == adding else [Outgoing(MEMORY_UPDATES, MemoryUpdate(
-        event_id=derived_event_id("removed", working_copy_id(archived)), action="removed",
-        node_id=working_copy_id(archived), reason=f"merged into {kept}", **base))]
+    copy = [] if archived == adding else [copy_removed(archived, f"merged into {kept}", base)]
     return [
         Outgoing(MEMORY_UPDATES, MemoryUpdate(
             event_id=derived_event_id("merged", kept, archived), action="merged",

@@ -8,8 +8,14 @@ does (``streams.llm.rules.supersession``). Lexical cues only: a model judges wit
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 from memstream.streams.text.words import words_of
+
+# A statement about an earlier time than the one it would end does not end it; a relative
+# date is resolved to its month at worst ("last month": the 1st), so "earlier" means more
+# than a month before.
+SLACK = timedelta(days=31)
 
 # An explicit change of state in English: a move, an ending, a switch, a state that no
 # longer holds. ("now" alone is not one: "I'm in Berlin now" may be a trip.)

@@ -19,17 +19,21 @@ compared — what made the two similar enough to be compared at all.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from memstream.streams.llm.rules.conflict_analysis import Statement, analyse
 from memstream.streams.llm.rules.modality import mood
 from memstream.streams.prompts.conflict import Relation
-from memstream.streams.text.changes import change_marker, is_move, marker_clause, unreal
+from memstream.streams.text.changes import (
+    SLACK,
+    change_marker,
+    is_move,
+    marker_clause,
+    unreal,
+)
 from memstream.streams.text.subjects import different_subjects, subject_of
 
 _YEAR = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")
-# Relative dates are resolved to their month at worst ("last month": the 1st).
-SLACK = timedelta(days=31)
 # Stems (English) or characters (Chinese) two statements must share to be about one thing.
 _SHARED = {"en": 1, "zh": 2}
 
