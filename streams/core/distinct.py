@@ -14,8 +14,9 @@ caller would have to find and drop it. So the search does, in reply order:
 - a hit whose every turn was returned before is dropped.
 
 Excerpts that touch without sharing a turn are joined where the turns' order is known
-(``turn_ranking``, within a cube). A statement returns its own words, not its turn's: two
-statements of one turn are two facts, and both stay.
+(``turn_ranking``, within a cube; there the first hits stay short, see ``_windows``). A
+statement returns its own words, not its turn's: two statements of one turn are two facts,
+and both stay.
 """
 
 from __future__ import annotations
