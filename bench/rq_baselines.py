@@ -20,7 +20,7 @@ import numpy as np
 
 RRF_K = 60
 KS = (1, 5, 10, 20)
-BUDGETS = (2000, 6000)
+BUDGETS = (1000, 2000, 6000)
 
 
 @dataclass(frozen=True)

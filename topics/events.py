@@ -532,6 +532,10 @@ class ScoredMemory(BaseModel):
     excerpt: Annotated[str | None, SEALED] = None
     excerpt_ids: tuple[str, ...] = ()
     episode_id: str | None = None
+    # Statements the search found whose turns this hit's excerpt (or episode) returns: folded
+    # into it rather than returned as hits of their own (their words are in the excerpt).
+    # The hit's own statement, when it carries one, is ``item``.
+    folded_ids: tuple[str, ...] = ()
 
 
 class SearchResult(BaseModel):

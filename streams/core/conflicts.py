@@ -80,7 +80,7 @@ async def newer_first(deps: Deps, cube_id: str,
         if _age(lower.item) <= _age(upper.item):
             continue  # the newer one is already above
         del out[second]
-        out.insert(first, ScoredMemory(item=lower.item, score=upper.score))
+        out.insert(first, lower.model_copy(update={"score": upper.score}))
     return out
 
 

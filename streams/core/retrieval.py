@@ -18,6 +18,7 @@ from memstream.kafka import tracing
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.streams.core.conflicts import newer_first
+from memstream.streams.core.distinct import distinct
 from memstream.streams.core.episode_index import EpisodeIndex
 from memstream.streams.core.feedback import after_feedback, returnable
 from memstream.streams.core.filters import names_status, parse_search_filter
@@ -375,12 +376,23 @@ def with_turns(
     ``weight``). A statement extracted from an episode's turn is that turn's to rank (and to
     return, with its excerpt), so it never competes with it as a second hit."""
     windows, index, allowed = ranked_turns
-    hits = [to_scored(w, index) for w in windows]
+    holder = {t: w for w in windows for t in w.turns}
+    rest = []
     for s in others:
         ids = message_ids(s.item)
         if ids and all(any(allowed[t] for t in index.turns_of_message.get(i, ()))
                        for i in ids):
+            # folded into the (first) excerpt returning its turns, when excerpts return them
+            into = [holder.get(t) for i in ids for t in index.turns_of_message.get(i, ())[:1]]
+            if into and all(into):
+                first = min((w for w in into if w is not None), key=windows.index)
+                if s.item.id not in (first.statement.id if first.statement else None,
+                                     *first.folded):
+                    first.folded.append(s.item.id)
             continue
+        rest.append(s)
+    hits = [to_scored(w, index) for w in windows]
+    for s in rest:
         # Derived nodes (summaries, concepts, inferences) cite no turn of their own and take
         # the weight; a fact added directly (add_memories, an MCP add) is its own evidence.
         md = s.item.metadata
@@ -441,6 +453,7 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         found = await newer_first(deps, req.cube_id, found)
         if deps.settings.search.current_first:
             found = await current_first(deps, req.cube_id, req.query, found, recalled)
+        found = distinct(found)  # every turn once: what no caller should have to redo
         return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,12 +35,16 @@ STATEMENT_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
 
 @dataclass
 class Window:
-    """One hit of turn ranking, before it becomes a ``ScoredMemory``."""
+    """One hit of turn ranking, before it becomes a ``ScoredMemory``: the best turn it was
+    found for (``center``), the turns it returns in order, the statement it carries and the
+    statements folded into it (ids: their turns are among ``turns``)."""
 
     score: float
     center: int
     turns: list[int]
     statement: MemoryItem | None
+    centers: list[int] = field(default_factory=list)  # every turn it was found for, best first
+    folded: list[str] = field(default_factory=list)
 
 
 def message_ids(item: MemoryItem) -> list[str]:
@@ -149,53 +153,72 @@ async def rank_windows(
         by_named = np.isin(index.speaker_of_turn, sorted(named))
         score = np.where(by_named, score, score * (1.0 - cfg.speaker_weight))
     score = np.where(allowed, score, -1.0)
+    out = _windows(score, allowed, index.session_of_turn, want, cfg.window_before,
+                   cfg.window_after, cfg.before_share, cfg.passage_turns, cfg.passage_after)
+    if cfg.precise_hits and statements and (ids := {statement_of[c] for w in out
+                                                    for c in w.centers if c in statement_of}):
+        nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(ids))}
+        for w in out:
+            found = [node for c in w.centers
+                     if (node := nodes.get(statement_of.get(c, ""))) is not None
+                     and node.metadata.status == "activated" and matches_all(node, filters)]
+            if found and statement_of.get(w.center) == found[0].id:
+                w.statement = found[0]  # the best turn's statement carries the hit
+                found = found[1:]
+            w.folded = list(dict.fromkeys(n.id for n in found))
+    return out, index, allowed
+
+
+def _windows(score: np.ndarray, allowed: np.ndarray, sessions: Sequence[str], want: int,
+             before: int, after: int, before_share: float, most: int,
+             first: int = 0) -> list[Window]:
+    """The ``want`` best excerpts, each turn in at most one. The best turns, in order, each
+    open a window: the turn with up to ``before`` turns before it (those scoring at least
+    ``before_share`` of it) and ``after`` after it, of its session, none another window
+    holds. A window that touches passages (the turn before or after it in their session)
+    joins them as one passage, at the best one's place, while it holds at most ``most``
+    turns and is not among the first ``first`` hits: those stay as they opened, so that a
+    small budget holds several (a window touching one of them is a hit of its own)."""
+    n = len(score)
     order = np.argsort(-score, kind="stable")
     owner = np.full(n, -1, dtype=np.int64)  # the window (position in ``out``) holding a turn
     out: list[Window] = []
-    sessions = index.session_of_turn
+    live = 0
     for t in order.tolist():
-        if len(out) >= want or score[t] <= 0:
+        if live >= want or score[t] <= 0:
             break
         if owner[t] >= 0:
             continue
         lo = hi = t
         # a turn before the centre joins only if it matches too (``before_share``)
-        while lo - 1 >= 0 and t - (lo - 1) <= cfg.window_before and owner[lo - 1] < 0 \
+        while lo - 1 >= 0 and t - (lo - 1) <= before and owner[lo - 1] < 0 \
                 and allowed[lo - 1] and sessions[lo - 1] == sessions[t] \
-                and score[lo - 1] >= cfg.before_share * score[t]:
+                and score[lo - 1] >= before_share * score[t]:
             lo -= 1
-        while hi + 1 < n and (hi + 1) - t <= cfg.window_after and owner[hi + 1] < 0 \
+        while hi + 1 < n and (hi + 1) - t <= after and owner[hi + 1] < 0 \
                 and allowed[hi + 1] and sessions[hi + 1] == sessions[t]:
             hi += 1
-        joined = _adjoining(out, owner, sessions, lo, hi, cfg.passage_turns, cfg.passage_after)
-        if joined is not None:
-            out[joined].turns = sorted([*out[joined].turns, *range(lo, hi + 1)])
-            owner[lo:hi + 1] = joined
+        touching = sorted({int(owner[side]) for side in (lo - 1, hi + 1)
+                           if 0 <= side < n and owner[side] >= 0
+                           and sessions[side] == sessions[t]
+                           and sum(1 for w in out[:owner[side]] if w.turns) >= first})
+        if touching and hi - lo + 1 + sum(len(out[w].turns) for w in touching) <= most:
+            into = out[touching[0]]  # the better place (windows open in score order)
+            for w in touching[1:]:  # the window bridges two passages: one
+                other = out[w]
+                into.turns.extend(other.turns)
+                into.centers.extend(other.centers)
+                owner[other.turns] = touching[0]
+                other.turns = []
+                live -= 1
+            into.turns = sorted([*into.turns, *range(lo, hi + 1)])
+            into.centers.append(t)
+            owner[lo:hi + 1] = touching[0]
             continue
         owner[lo:hi + 1] = len(out)
-        out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), None))
-    if cfg.precise_hits and statements and (ids := {statement_of[w.center] for w in out
-                                                    if w.center in statement_of}):
-        nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(ids))}
-        for w in out:
-            node = nodes.get(statement_of.get(w.center, ""))
-            if node is not None and node.metadata.status == "activated" \
-                    and matches_all(node, filters):
-                w.statement = node
-    return out, index, allowed
-
-
-def _adjoining(out: list[Window], owner: np.ndarray, sessions: Sequence[str], lo: int,
-               hi: int, most: int, after: int) -> int | None:
-    """The hit (its position in ``out``) that turns ``lo..hi`` continue: it ends right before
-    them or starts right after them in their session, it is not among the first ``after``
-    hits, and together they hold at most ``most`` turns. They are one passage then, returned
-    as one hit rather than taking two of the caller's places."""
-    for side in (lo - 1, hi + 1):
-        if 0 <= side < len(owner) and owner[side] >= after and sessions[side] == sessions[lo] \
-                and len(out[int(owner[side])].turns) + hi - lo + 1 <= most:
-            return int(owner[side])
-    return None
+        out.append(Window(float(score[t]), t, list(range(lo, hi + 1)), None, [t]))
+        live += 1
+    return [w for w in out if w.turns]
 
 
 _TIME = re.compile(r"^\[(\S+) ([^\]\n]*)\]")
@@ -220,4 +243,5 @@ def to_scored(window: Window, index: EpisodeIndex) -> ScoredMemory:
     excerpt = "\n".join(_once_timed([index.turns[t].text for t in window.turns]))
     ids = tuple(m for t in window.turns if (m := index.turns[t].message_id))
     return ScoredMemory(item=window.statement or episode, score=round(window.score, 4),
-                        excerpt=excerpt, excerpt_ids=ids, episode_id=episode.id)
+                        excerpt=excerpt, excerpt_ids=ids, episode_id=episode.id,
+                        folded_ids=tuple(window.folded))

@@ -253,3 +253,26 @@ async def test_a_cube_whose_index_was_let_go_is_found_as_before(tmp_path: Path) 
     await search(SearchRequest(user_id="bob", query="Where is the summer trip?"), deps)
     assert not indexes_for(deps.query).held("alice")
     assert await found() == before and before[0][1] and "sourdough" in before[0][1]
+
+
+async def test_a_reply_returns_each_turn_and_each_statement_once(tmp_path: Path) -> None:
+    """The statements the search found whose turns an excerpt returns are folded into that
+    hit (``folded_ids``, their words are in the excerpt), never hits of their own; no turn
+    is in two hits, and every passage of one session is one run of turns."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    found, _ = await search(ask("What does my brother's bakery sell?", top_k=5), deps)
+    nodes = {n.id: n for n in await deps.query.get_nodes(
+        "alice", [i for h in found for i in h.folded_ids])}
+    assert nodes, "the statements of the other turns of the excerpt are folded into it"
+    statements = [h.item.id for h in found] + [i for h in found for i in h.folded_ids]
+    assert len(statements) == len(set(statements))
+    for hit in found:
+        for node_id in hit.folded_ids:
+            said = {s.message_id for s in nodes[node_id].metadata.sources if s.message_id}
+            assert said and said <= set(hit.excerpt_ids)
+    turns = [t for h in found for t in h.excerpt_ids]
+    assert len(turns) == len(set(turns))
+    for hit in found:
+        numbers = [int(t[1:]) for t in hit.excerpt_ids]
+        assert numbers == list(range(numbers[0], numbers[-1] + 1))
