@@ -12,15 +12,13 @@ its path (a LoCoMo-format file; read its README for the licence).
 memstream: the embedded stack and a worker (rules extraction, local e5 embedder), one cube
 per speaker; every session is published through ``MemoryClient.add_messages`` in chunks of
 ``--chunk`` turns (the cube's speaker as ``user``, the other speaker as a named
-``assistant``), and each question is asked with fast search of both speakers' cubes; the two
-replies are merged by score and counted as they are returned: nothing is skipped and no
-character subtracted on the client (the search returns each turn once, issue 42). The other
-speaker's cube holds the same turns, so the two replies repeat each other; one more row
-counts a hit whose text (its excerpt, or its memory) is identical to an earlier hit's once,
-as a caller merging two replies would. Baselines, in the same run, over the same chunks
-(each: its date, then one ``Speaker: text`` line per turn) and over single turns: dense (e5,
-exact cosine), BM25 (Okapi, lowercase words) and their reciprocal-rank fusion (k 60) —
-``bench/rq_baselines.py``.
+``assistant``); the second speaker shares their cube with the first, and each question is
+asked with one fast search of both speakers' cubes (``cube_ids``: the worker merges them on
+one scale and returns each turn once). The reply is counted as it is returned: nothing is
+skipped and no character subtracted on the client (issue 42). Baselines, in the same run,
+over the same chunks (each: its date, then one ``Speaker: text`` line per turn) and over
+single turns: dense (e5, exact cosine), BM25 (Okapi, lowercase words) and their
+reciprocal-rank fusion (k 60) — ``bench/rq_baselines.py``.
 
 A hit is credited only with the turns whose words it returns: an excerpt its turns, a
 statement the turn it came from, an episode its turns; it costs what it returns: its excerpt
@@ -72,7 +70,7 @@ from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.embed.port import Embedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
-from memstream.topics.events import ScoredMemory, WriteToken  # noqa: E402
+from memstream.topics.events import ScoredMemory, ShareCube, WriteToken  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
 # Questions with no evidence to retrieve (LoCoMo's adversarial category) are left out by
@@ -167,20 +165,6 @@ def as_returned(merged: list[ScoredMemory]) -> list[Hit]:
     return [cited(hit) for hit in merged]
 
 
-def identical_once(merged: list[ScoredMemory]) -> list[Hit]:
-    """The same, a hit whose returned text (its excerpt, or without one its memory) is
-    identical to an earlier hit's counted once: what a caller merging the two speakers'
-    replies would drop (one search over both cubes would make this the worker's)."""
-    seen: set[str] = set()
-    out = []
-    for hit in merged:
-        text = " ".join((hit.excerpt or hit.item.memory).split())
-        if text not in seen:
-            seen.add(text)
-            out.append(cited(hit))
-    return out
-
-
 async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) -> int:
     """Publish every conversation into one cube per speaker; returns chunks published."""
     last: dict[str, WriteToken] = {}
@@ -217,17 +201,27 @@ async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> f
 
 async def memstream_replies(client: MemoryClient, conv: Conversation, q: Question, k: int,
                             latencies: list[float]) -> list[ScoredMemory]:
-    """Both speakers' cubes searched, the two replies merged by score."""
+    """One search of both speakers' cubes (the first speaker asking; the second shared the
+    cube with them): one ranking, as the reply returns it."""
+    first, second = (cube_of(conv, s) for s in conv.speakers)
+    t0 = time.perf_counter()
+    try:
+        return await client.search(first, q.text, top_k=k, cube_ids=[first, second])
+    finally:
+        latencies.append(time.perf_counter() - t0)
 
-    async def timed(cube: str) -> list[ScoredMemory]:
-        t0 = time.perf_counter()
-        try:
-            return await client.search(cube, q.text, top_k=k)
-        finally:
-            latencies.append(time.perf_counter() - t0)
 
-    results = await asyncio.gather(*(timed(cube_of(conv, s)) for s in conv.speakers))
-    return sorted((h for hits in results for h in hits), key=lambda h: -h.score)
+async def share_cubes(client: MemoryClient, convs: list[Conversation]) -> None:
+    """Each conversation's second speaker lets the first read their cube."""
+    tokens = []
+    for conv in convs:
+        first, second = (cube_of(conv, s) for s in conv.speakers)
+        tokens.append(await client.command(ShareCube(user_id=second, cube_id=second,
+                                                     with_user_id=first, permission="read")))
+    for token in tokens:
+        await client.wait_applied(token, timeout=600)
+        if failure := await client.command_failure(token):
+            raise RuntimeError(f"sharing a cube failed: {failure}")
 
 
 async def memstream_hits(client: MemoryClient, conv: Conversation, q: Question, k: int,
@@ -411,6 +405,7 @@ async def main() -> None:
             print("activated memories per cube (long-term / user / episodes): " + ", ".join(
                 f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
                 f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
+            await share_cubes(client, convs)
             await all_hits(client, convs[:1], depth, args.concurrency, [])  # warm the indexes
             default_search = worker.deps.settings.search
             for variant in ["", *args.variant]:
@@ -424,8 +419,6 @@ async def main() -> None:
                 replies = await all_hits(client, convs, depth, args.concurrency,
                                          latency[label])
                 rows[label] = {key: as_returned(r)[:depth] for key, r in replies.items()}
-                rows[f"{label}, text once"] = {
-                    key: identical_once(r)[:depth] for key, r in replies.items()}
                 if args.replies and not variant:
                     with args.replies.open("w") as out:
                         for (name, question), hits in replies.items():
@@ -452,7 +445,7 @@ async def main() -> None:
           f"{ours['chars@10'] / base['chars@10']:.2f}x (goal, issue 42: R@10 >= 0.92, "
           "B2000 >= 0.78, every category at least chunk hybrid's)")
     print(f"\nsearch latency through the client ({args.concurrency} questions at once, "
-          "each searching 2 cubes), ms:")
+          "each one search of 2 cubes), ms:")
     for label, values in latency.items():
         print(f"  {label:<34} p50 {percentile(values, 50):6.0f}  p95 "
               f"{percentile(values, 95):6.0f}  max {max(values) * 1000:6.0f}  "

@@ -436,6 +436,8 @@ class RequestBase(Event):
 
 
 MAX_TOP_K = 200
+# Cubes one search may read together (each is searched, then merged on one scale).
+MAX_SEARCH_CUBES = 16
 
 
 def _meaningful_query(value: str) -> str:
@@ -456,8 +458,21 @@ class SearchRequest(RequestBase):
     after: WriteToken | None = None
     # Hits scoring below this are left out (the score is in [0, 1]).
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    # More cubes to search with ``cube_id`` (a shared cube, the other speaker's): one ranking
+    # over them all, on one score scale; the user must be allowed to read each one.
+    cube_ids: tuple[str, ...] = Field(default=(), max_length=MAX_SEARCH_CUBES - 1)
 
     _query = field_validator("query")(_meaningful_query)
+
+    @field_validator("cube_ids")
+    @classmethod
+    def _cubes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(_check_identifier(c) for c in value))
+
+    @property
+    def cubes(self) -> tuple[str, ...]:
+        """Every cube searched, ``cube_id`` first."""
+        return tuple(dict.fromkeys((self.cube_id, *self.cube_ids)))
 
 
 class SubgraphRequest(RequestBase):

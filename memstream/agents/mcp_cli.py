@@ -21,7 +21,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _id(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    if isinstance(value, str) and not value.strip():
+    if any(isinstance(v, str) and not v.strip()
+           for v in (value if isinstance(value, tuple) else (value,))):
         raise click.BadParameter("must not be empty")
     return value
 
@@ -31,6 +32,9 @@ def _id(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
               help="The user whose memory this server serves (fixed: tools cannot change it).")
 @click.option("--cube", "cube_id", default=None, callback=_id,
               help="The memory cube (default: the user id).")
+@click.option("--read-cube", "read_cubes", multiple=True, callback=_id, metavar="CUBE",
+              help="One more cube its searches read with --cube, as one ranking (repeat for "
+                   "several; the user must be allowed to read it). Writes go to --cube.")
 @click.option("--http", "http_port", type=click.IntRange(1, 65535), default=None,
               metavar="PORT", help="Serve streamable HTTP on PORT (at /mcp) instead of stdio.")
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -41,8 +45,8 @@ def _id(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None,
               help="The data directory of the stack `memstream up` runs (default: the "
                    "nearest .memstream upwards, or MEMSTREAM_DATA_DIR).")
-def mcp(user_id: str, cube_id: str | None, http_port: int | None, host: str, log_level: str,
-        data_dir: Path | None) -> None:
+def mcp(user_id: str, cube_id: str | None, read_cubes: tuple[str, ...], http_port: int | None,
+        host: str, log_level: str, data_dir: Path | None) -> None:
     """Serve USER's memory over the Model Context Protocol (stdio, or HTTP with --http).
 
     Tools: search, add a memory or a chat turn, get, list, update, delete, history and
@@ -65,15 +69,17 @@ def mcp(user_id: str, cube_id: str | None, http_port: int | None, host: str, log
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = Settings()
-        identity = Identity(user_id=user_id, cube_id=cube_id or user_id)
+        identity = Identity(user_id=user_id, cube_id=cube_id or user_id,
+                            read_cubes=tuple(read_cubes))
     except ValidationError as exc:
         raise click.ClickException(f"settings: {exc.errors()[0]['msg']}") from None
     settings = settings.model_copy(update={"data_dir": data_dir.expanduser().resolve()}) \
         if data_dir is not None else with_data_dir(settings)
 
     def ready(where: str) -> None:
+        also = "".join(f", reading '{c}'" for c in identity.read_cubes)
         click.echo(f"memstream MCP server for user '{identity.user_id}', cube "
-                   f"'{identity.cube_id}' on {where}", err=True)
+                   f"'{identity.cube_id}'{also} on {where}", err=True)
 
     try:
         asyncio.run(serve(settings, identity, http_port, host, level,  # type: ignore[arg-type]

@@ -48,6 +48,9 @@ class Identity:
 
     user_id: str
     cube_id: str
+    # More cubes its searches read with ``cube_id`` (shared with the user), as one ranking;
+    # writes go to ``cube_id`` only.
+    read_cubes: tuple[str, ...] = ()
 
 
 class MemoryTools:
@@ -158,7 +161,8 @@ class MemoryTools:
                 else {"in": list(tags)}
         hits = await self.client.search(
             self.me.user_id, query, cube_id=self.me.cube_id, top_k=top_k,
-            memory_type=memory_type, search_filter=search_filter or None)
+            memory_type=memory_type, search_filter=search_filter or None,
+            cube_ids=self.me.read_cubes)
         # on the score as shown (rounded), so a threshold copied from a result keeps it
         kept = [h for h in hits if min_score is None or round(h.score, 4) >= min_score]
         return {"query": query, "results": [memory_view(h.item, h.score) for h in kept],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,7 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
     """Memories with their ids and dates: a table on a wide terminal, else one block each;
     the text always wraps, never cut (Chinese has no spaces to wrap at)."""
     scored = any(score is not None for _, score in rows)
+    several = len({item.metadata.cube_id for item, _ in rows}) > 1  # say which cube
     if console.width < WIDE:
         console.print(title, style="bold")
         for i, (item, score) in enumerate(rows, 1):
@@ -317,6 +319,8 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
                 head.append(f"{score:.3f}  ")
             status = "" if md.status == "activated" else f" ({md.status})"
             head.append(f"{md.memory_type}{status}  {short_date(item)}", style="cyan")
+            if several:
+                head.append(f"  cube {md.cube_id}")
             console.print(head)
             console.print(Padding(Text(f"id {item.id}", style="dim"), (0, 0, 0, 3)))
             console.print(Padding(Text(item.memory, overflow="fold"), (0, 0, 0, 3)))
@@ -326,10 +330,10 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
                 console.print(Padding(Text("tags: " + ", ".join(md.tags), style="dim"),
                                       (0, 0, 0, 3)))
         return
-    table = Table("id", "updated", *(["score"] if scored else []), "type", "memory", "tags",
-                  title=title, expand=True)
+    table = Table("id", "updated", *(["score"] if scored else []), *(["cube"] if several else []),
+                  "type", "memory", "tags", title=title, expand=True)
     for column in table.columns:
-        column.no_wrap = column.header in ("id", "updated", "score", "type")
+        column.no_wrap = column.header in ("id", "updated", "score", "type", "cube")
     memory = next(c for c in table.columns if c.header == "memory")
     memory.overflow, memory.ratio = "fold", 3
     tags = table.columns[-1]
@@ -337,6 +341,7 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
     for item, score in rows:
         md = item.metadata
         table.add_row(item.id, short_date(item), *([f"{score:.3f}"] if scored else []),
+                      *([md.cube_id] if several else []),
                       md.memory_type + ("" if md.status == "activated" else f" ({md.status})"),
                       item.memory + (f"\n({until})" if (until := ended(item)) else ""),
                       ", ".join(md.tags))
@@ -344,11 +349,12 @@ def print_nodes(console: Console, rows: list[tuple[MemoryItem, float | None]],
 
 
 async def search_table(settings: Settings, console: Console, query: str, user_id: str,
-                       cube_id: str | None, top_k: int, mode: str, memory_type: str,
+                       cube_ids: Sequence[str], top_k: int, mode: str, memory_type: str,
                        search_filter: dict[str, Any] | None = None,
                        as_json: bool = False, min_score: float = 0.0) -> None:
+    """``cube_ids``: the cubes searched as one (none: the user's own)."""
     async with MemoryClient(settings) as client:
-        found = await client.search(user_id, query, cube_id=cube_id, top_k=top_k,
+        found = await client.search(user_id, query, cube_ids=cube_ids, top_k=top_k,
                                     mode=mode,  # type: ignore[arg-type]
                                     memory_type=memory_type,  # type: ignore[arg-type]
                                     search_filter=search_filter, min_score=min_score)
@@ -358,7 +364,9 @@ async def search_table(settings: Settings, console: Console, query: str, user_id
         return
     if not found:
         below = f" scoring {min_score:g} or more" if min_score > 0 else ""
-        console.print(f"no results{below} for {query!r} in cube '{cube_id or user_id}'")
+        where = ", ".join(f"'{c}'" for c in cube_ids or [user_id])
+        console.print(f"no results{below} for {query!r} in cube{'s' if len(cube_ids) > 1 else ''} "
+                      f"{where}")
         return
     print_nodes(console, [(s.item, s.score) for s in found],
                 f"{plural(len(found), 'result')} for {query!r}")

@@ -76,7 +76,9 @@ def run(coro: Any) -> Any:
 
 
 def not_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Click callback: a text option or argument that must hold something."""
-    if isinstance(value, str) and not value.strip():
+    """Click callback: a text option or argument (or each of a repeated one) that must hold
+    something."""
+    if any(isinstance(v, str) and not v.strip()
+           for v in (value if isinstance(value, tuple) else (value,))):
         raise click.BadParameter("must not be empty")
     return value

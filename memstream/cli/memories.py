@@ -56,7 +56,9 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
 @click.command()
 @click.argument("query", callback=not_empty)
 @user_option
-@cube_option
+@click.option("--cube", "cube_ids", multiple=True, callback=not_empty,
+              help="The memory cube (default: the user id); repeat it to search several "
+                   "as one: one ranking over them all.")
 @click.option("--top-k", default=10, show_default=True, type=click.IntRange(1, MAX_TOP_K))
 @click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
 @click.option("--type", "memory_type", default="All", show_default=True,
@@ -70,15 +72,16 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
               help="Leave out hits scoring below this (scores are in 0..1).")
 @json_option
 @data_dir_option
-def search(query: str, user_id: str, cube_id: str | None, top_k: int, mode: str,
+def search(query: str, user_id: str, cube_ids: tuple[str, ...], top_k: int, mode: str,
            memory_type: str, session_id: str | None, filter_json: str | None, min_score: float,
            as_json: bool, data_dir: Path | None) -> None:
-    """Search a cube's memories and print them as a table (id, date, score, memory)."""
+    """Search a cube's memories (or several cubes' as one) and print them as a table (id,
+    date, score, memory)."""
     from memstream.cli.actions import parse_filter, search_table
 
     search_filter = parse_filter(filter_json, session_id)
-    run_async(search_table(settings_for(data_dir), console, query, user_id, cube_id, top_k, mode,
-                      memory_type, search_filter, as_json, min_score))
+    run_async(search_table(settings_for(data_dir), console, query, user_id, cube_ids, top_k,
+                           mode, memory_type, search_filter, as_json, min_score))
 
 
 @click.command()

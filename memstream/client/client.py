@@ -368,14 +368,19 @@ class MemoryClient:
         after: WriteToken | None = None,
         timeout: float = 30.0,
         min_score: float = 0.0,
+        cube_ids: Sequence[str] = (),
     ) -> list[ScoredMemory]:
         """Memories answering ``query``, best first. ``after``: wait until that write is applied;
-        ``min_score`` (0..1): leave out hits scoring below it."""
+        ``min_score`` (0..1): leave out hits scoring below it. ``cube_ids``: more cubes to
+        search with ``cube_id`` (default: the first of them, else the user's own): one ranking
+        over them all, on one score scale, each turn once; the user must be allowed to read
+        every one."""
+        cube = cube_id or (cube_ids[0] if cube_ids else user_id)
         req = SearchRequest(
-            user_id=user_id, cube_id=cube_id or user_id, query=query, top_k=top_k, mode=mode,
+            user_id=user_id, cube_id=cube, query=query, top_k=top_k, mode=mode,
             memory_type=memory_type, search_filter=dict(search_filter) if search_filter else None,
             session_id=session_id, chat_history=tuple(dict(t) for t in chat_history), after=after,
-            min_score=min_score,
+            min_score=min_score, cube_ids=tuple(c for c in cube_ids if c != cube),
         )
         result = (await self.request(req, timeout)).result
         assert isinstance(result, SearchResult)  # noqa: S101

@@ -100,13 +100,17 @@ def requested_types(memory_type: str) -> tuple[MemoryType, ...]:
             raise ValueError(f"unknown memory_type {memory_type!r}")
 
 
-async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray) -> Goal:
-    """fast: the query itself. fine: ground on vector hits, then ask the goal parser."""
+async def parse_goal(req: SearchRequest, deps: Deps, query_vec: np.ndarray,
+                     cubes: Sequence[str] = ()) -> Goal:
+    """fast: the query itself. fine: ground on vector hits (of ``cubes``, default the
+    request's cube), then ask the goal parser."""
     fast = Goal(keys=[req.query], tags=[], rephrasings=[req.query])
     if req.mode == "fast":
         return fast
-    context = await deps.store.search(
-        req.cube_id, VectorQuery(query_vec.tolist(), 5, memory_types=list(STORED_TYPES)))
+    query = VectorQuery(query_vec.tolist(), 5, memory_types=list(STORED_TYPES))
+    grounds = await asyncio.gather(*(deps.store.search(c, query)
+                                     for c in (cubes or [req.cube_id])))
+    context = sorted((hit for found in grounds for hit in found), key=lambda h: -h[1])[:5]
     ctx = GoalContext(
         query=req.query,
         chat_history=[HistoryTurn.model_validate(t) for t in req.chat_history
@@ -243,14 +247,18 @@ def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
     return {i: v / best for i, v in fused.items()} if best > 0 else fused
 
 
-def cosine_standing(cosines: Sequence[float], spread: float) -> list[float]:
+def cosine_standing(cosines: Sequence[float], spread: float,
+                    among: Sequence[float] | None = None) -> list[float]:
     """Per candidate, a factor in [1 - spread, 1]: how far its cosine stands above the
     candidates' median, as a share of the best one's lead. Rank fusion alone scores the
-    second of ten unrelated memories 0.98; this lets the score say how clear a lead is."""
+    second of ten unrelated memories 0.98; this lets the score say how clear a lead is.
+    ``among``: the cosines whose median and best they are measured against (default:
+    ``cosines`` themselves)."""
     if spread <= 0 or not cosines:
         return [1.0] * len(cosines)
     values = np.asarray(cosines, dtype=np.float64)
-    mid, top = float(np.median(values)), float(values.max())
+    field = values if among is None or not len(among) else np.asarray(among, dtype=np.float64)
+    mid, top = float(np.median(field)), float(field.max())
     if top - mid <= 1e-9:
         return [1.0] * len(cosines)
     lead = np.clip((values - mid) / (top - mid), 0.0, 1.0)
@@ -403,8 +411,33 @@ def with_turns(
     return hits[:want]
 
 
-async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], str]:
-    """The memories answering ``req``, best first, and the mode actually used."""
+@dataclass
+class Prepared:
+    """What a search over several cubes works out once for all of them: the query's vectors
+    (its own first, then the goal's rephrasings) and the goal."""
+
+    vectors: np.ndarray
+    goal: Goal
+
+
+async def prepare(req: SearchRequest, deps: Deps, cubes: Sequence[str]) -> Prepared:
+    """The query embedded and its goal parsed (fine mode: grounded on ``cubes``)."""
+    with tracing.span("memstream.search.embed"):
+        query_vec = (await deps.embedder.embed_queries([req.query]))[0]
+    goal = await parse_goal(req, deps, query_vec, cubes)
+    vectors = [query_vec]
+    if extra := goal.rephrasings[1:]:
+        with tracing.span("memstream.search.embed", {"memstream.texts": len(extra)}):
+            vectors.extend(await deps.embedder.embed_queries(extra))
+    return Prepared(np.stack(vectors), goal)
+
+
+async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = None,
+                 reasoned: bool = True) -> tuple[list[ScoredMemory], str]:
+    """The memories of ``req.cube_id`` answering ``req``, best first, and the mode actually
+    used. ``prepared``: the query's vectors and goal when already worked out; ``reasoned``:
+    fine mode's reasoner picks from them (a search over several cubes asks it once, after
+    merging)."""
     filters = parse_search_filter(req.search_filter)
     pool = max(req.top_k * 3, 20)
     # fast mode's key is the query itself, and the words are the query's in either mode:
@@ -415,14 +448,10 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         req.memory_type)
     worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
-        with tracing.span("memstream.search.embed"):
-            query_vec = (await deps.embedder.embed_queries([req.query]))[0]
-        goal = await parse_goal(req, deps, query_vec)
-        extra = goal.rephrasings[1:]
-        vectors = [query_vec]
-        if extra:
-            with tracing.span("memstream.search.embed", {"memstream.texts": len(extra)}):
-                vectors.extend(await deps.embedder.embed_queries(extra))
+        if prepared is None:
+            prepared = await prepare(req, deps, [req.cube_id])
+        goal, vectors = prepared.goal, prepared.vectors
+        query_vec = vectors[0]
         types = requested_types(req.memory_type)
         want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
         turns = None
@@ -431,7 +460,7 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
                 deps, req.cube_id, req.query, query_vec, filters, want,
                 statements=any(t in types for t in STORED_TYPES)))
         try:
-            candidates = await recall(req, deps, goal, filters, np.stack(vectors), pool,
+            candidates = await recall(req, deps, goal, filters, vectors, pool,
                                       keyed if goal.mode_used == "fast" else None,
                                       turns is not None, worded)
             with tracing.span("memstream.search.fusion") as span:
@@ -448,12 +477,14 @@ async def search(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemory], st
         # the agents' feedback: nothing called wrong, what was called irrelevant for a query
         # like this one lower (turn ranking's hits included)
         found = after_feedback(found, req.query, deps.settings.search)
-        if goal.mode_used == "fine":  # the reasoner picks from a shortlist
+        if goal.mode_used == "fine" and reasoned:  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)
         if deps.settings.search.current_first:
             found = await current_first(deps, req.cube_id, req.query, found, recalled)
         found = distinct(found)  # every turn once: what no caller should have to redo
+        if not reasoned:  # the caller reasons over these with other cubes' and cuts them
+            return found, goal.mode_used
         return [s for s in found if s.score >= req.min_score][: req.top_k], goal.mode_used
     except StoreError as exc:
         raise ValueError(str(exc)) from exc

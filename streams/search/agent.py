@@ -31,7 +31,7 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
                 if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
                     return
         if a.request is not None and a.used:
-            usage.add(a.request, a.used)
+            usage.add(a.request, a.used, a.cube_of)
 
     bound.add_lane(REQUESTS, "search", handle, stats, deps.settings.search.max_in_flight,
                    after_stop=usage.close)

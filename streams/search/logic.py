@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from memstream.security.signing import SignatureRefused
 from memstream.sinks.ports import VectorQuery
 from memstream.streams import metering
-from memstream.streams.core.retrieval import search
+from memstream.streams.core.across import search_cubes
 from memstream.streams.ops.access import AccessDenied, check_read
 from memstream.streams.ops.governance import degrade
 from memstream.streams.runtime.stage import Deps, Outgoing, RawRecord, dead_letter
@@ -70,6 +70,8 @@ class Answer:
 
     outgoing: list[Outgoing] = field(default_factory=list)
     used: list[MemoryItem] = field(default_factory=list)
+    # the cube of a used memory found in another cube than the request's
+    cube_of: dict[str, str] = field(default_factory=dict)
     request: RequestBase | None = None
 
 
@@ -116,6 +118,17 @@ async def _ensure_cube(deps: Deps, cube_id: str) -> None:
         raise UnknownCube(f"cube {cube_id!r} has no memories")
 
 
+async def _ensure_some(deps: Deps, cubes: tuple[str, ...]) -> None:
+    """``UnknownCube`` when none of ``cubes`` holds a memory."""
+    if len(cubes) == 1:
+        await _ensure_cube(deps, cubes[0])
+        return
+    for cube in cubes:
+        if any((await deps.query.count_by_type(cube, status=None)).values()):
+            return
+    raise UnknownCube(f"none of the cubes {', '.join(map(repr, cubes))} has memories")
+
+
 async def _subgraph(req: SubgraphRequest, deps: Deps) -> Subgraph:
     vec = (await deps.embedder.embed_queries([req.query]))[0]
     centers = await deps.store.search(req.cube_id, VectorQuery(
@@ -133,26 +146,29 @@ async def _subgraph(req: SubgraphRequest, deps: Deps) -> Subgraph:
     return Subgraph(core_id=core, nodes=tuple(nodes.values()), edges=tuple(edges.values()))
 
 
-async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[ReplyResult,
-                                                                              list[MemoryItem]]:
+async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[
+        ReplyResult, list[MemoryItem], dict[str, str]]:
+    """The result, the memories it returns (their usage is recorded) and the cube of each
+    one found in a cube other than the request's."""
     match req:
         case SearchRequest():
             if req.after is not None:
                 await wait(req.after, deps.settings.search.after_timeout_s)
-            found, mode = await search(req, deps)
-            if not found:  # only an empty answer needs to know whether the cube exists
-                await _ensure_cube(deps, req.cube_id)
+            found, mode, cube_of = await search_cubes(req, deps)
+            if not found:  # only an empty answer needs to know whether the cubes exist
+                await _ensure_some(deps, req.cubes)
             # a hit's usage history stays in the store (``get`` returns it): it grows with every
             # search that returns the node, and was half of a search reply's bytes
             hits = tuple(s.model_copy(update={"item": s.item.evolve(usage=())})
                          if s.item.metadata.usage else s for s in found)
-            return SearchResult(memories=hits, mode_used=mode), [s.item for s in found]  # type: ignore[arg-type]
+            return SearchResult(memories=hits, mode_used=mode), [s.item for s in found], {  # type: ignore[arg-type]
+                i: c for i, c in cube_of.items() if c != req.cube_id}
         case SubgraphRequest():
             await _ensure_cube(deps, req.cube_id)
-            return SubgraphResult(subgraph=await _subgraph(req, deps)), []
+            return SubgraphResult(subgraph=await _subgraph(req, deps)), [], {}
         case GetRequest():
             by_id = await nodes_by_ids_or_prefixes(deps, req.cube_id, req.ids)  # or prefixes
-            return NodesResult(nodes=tuple(by_id)), []
+            return NodesResult(nodes=tuple(by_id)), [], {}
         case GetAllRequest():
             await _ensure_cube(deps, req.cube_id)
             types = [req.memory_type] if req.memory_type else list(MEMORY_TYPES)
@@ -162,15 +178,27 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[Re
             end = req.offset + len(nodes)
             more = end < total
             return NodesResult(nodes=tuple(nodes), total=total,
-                               truncated=more, next_offset=end if more else None), []
+                               truncated=more, next_offset=end if more else None), [], {}
         case WorkingMemoryRequest():
             items = await deps.query.all_of_type(req.cube_id, "WorkingMemory")
-            return NodesResult(nodes=tuple(items)), []
+            return NodesResult(nodes=tuple(items)), [], {}
         case LogRefsRequest():
-            return await log_refs_result(req, deps), []
+            return await log_refs_result(req, deps), [], {}
         case DataKeyRequest():
-            return data_key_result(req), []
+            return data_key_result(req), [], {}
     raise ValueError(f"unsupported request {type(req).__name__}")
+
+
+def _viewed(req: RequestBase, resolve: Callable[[str], str]) -> RequestBase:
+    """``req`` reading the view of each cube it names that was promoted to one."""
+    update: dict[str, Any] = {}
+    if (view := resolve(req.cube_id)) != req.cube_id:
+        update["cube_id"] = view
+    if isinstance(req, SearchRequest) and req.cube_ids:
+        viewed = tuple(resolve(c) for c in req.cube_ids)
+        if viewed != req.cube_ids:
+            update["cube_ids"] = viewed
+    return req.model_copy(update=update) if update else req
 
 
 def _size(reply: Reply, plain: bytes | None = None) -> int:
@@ -267,14 +295,14 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         check_content(req, limits)
         verify_record(deps.verifier, raw, req)  # who asks, before what they may read
         if not isinstance(req, LogRefsRequest):  # positions and ids only: no text to guard
-            await check_read(deps, req.user_id, req.cube_id)  # the cube asked for, not its view
+            for cube in req.cubes if isinstance(req, SearchRequest) else (req.cube_id,):
+                await check_read(deps, req.user_id, cube)  # the cube asked for, not its view
         # a data key opens the records that name the cube asked for, not those of its view
-        if deps.views is not None and not isinstance(req, LogRefsRequest | DataKeyRequest) and \
-                (view := deps.views.resolve(req.cube_id)) != req.cube_id:
-            req = req.model_copy(update={"cube_id": view})  # a promoted cube: read its view
+        if deps.views is not None and not isinstance(req, LogRefsRequest | DataKeyRequest):
+            req = _viewed(req, deps.views.resolve)
         req = degrade(req, deps)
         started = time.perf_counter()
-        result, used = await _dispatch(req, deps, wait)
+        result, used, cube_of = await _dispatch(req, deps, wait)
         if isinstance(result, SearchResult) and deps.ops is not None:
             deps.ops.search(result.mode_used, time.perf_counter() - started)
     except SignatureRefused as exc:  # an error reply, and a dead letter for the operator
@@ -290,4 +318,4 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
                   correlation_id=req.correlation_id, ok=True, result=result)
     if not isinstance(req, DataKeyRequest):  # a wrapped key is small, and never sealed
         reply = _bounded(reply, limits)
-    return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], req)
+    return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], cube_of, req)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,15 +53,18 @@ class UsageWriter:
         """Cubes whose uses are held, not written yet."""
         return len(self._pending)
 
-    def add(self, request: RequestBase, items: Sequence[MemoryItem]) -> None:
-        """Record that ``request`` returned ``items`` (written within ``usage_flush_s``)."""
+    def add(self, request: RequestBase, items: Sequence[MemoryItem],
+            cube_of: Mapping[str, str] | None = None) -> None:
+        """Record that ``request`` returned ``items`` (written within ``usage_flush_s``), each
+        in its cube: ``cube_of`` by id, else the request's."""
         if not items:
             return
         record = UsageRecord(at=self.deps.clock(), requester=request.requester,
                              query=getattr(request, "query", None))
         keep = self.deps.settings.search.usage_history
-        pending = self._pending.setdefault(request.cube_id, _Pending)
         for item in items:
+            cube = (cube_of or {}).get(item.id, request.cube_id)
+            pending = self._pending.setdefault(cube, _Pending)
             records = pending.uses.setdefault(item.id, [])
             records.append(record)
             del records[:-keep]  # only the newest ``keep`` are ever kept
