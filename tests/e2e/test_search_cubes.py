@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from memstream.agents.memory_tools import Identity, MemoryTools
 from memstream.client.client import MemoryServiceError
 from memstream.topics.events import MAX_SEARCH_CUBES, ShareCube
 from tests.support.pipeline import Pipeline
@@ -111,3 +112,20 @@ async def test_every_cube_is_checked_and_the_refusal_names_it(pipeline: Pipeline
 
     with pytest.raises(ValidationError, match="cube_ids"):
         await client.search("erin", "PIN", cube_ids=[f"c{i}" for i in range(MAX_SEARCH_CUBES + 1)])
+
+
+async def test_an_mcp_server_given_a_shared_cube_searches_it_with_its_own(
+    pipeline: Pipeline,
+) -> None:
+    client = pipeline.client
+    await client.wait_applied(await client.add_memories("gina", ["Gina runs on Mondays."]),
+                              timeout=60)
+    await client.wait_applied(await client.add_memories(
+        "hugo", ["The chess club meets in room 4 on Fridays."], cube_id="club"), timeout=60)
+    await _share(pipeline, "hugo", "club", "gina")
+    alone = MemoryTools(client, Identity("gina", "gina"))
+    reading = MemoryTools(client, Identity("gina", "gina", read_cubes=("club",)))
+    query = "where does the chess club meet?"
+    assert "room 4" not in str(await alone.search(query, 5, None, "All", None, ()))
+    found = (await reading.search(query, 5, None, "All", None, ()))["results"]
+    assert found[0]["memory"] == "The chess club meets in room 4 on Fridays.", found

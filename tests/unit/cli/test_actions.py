@@ -32,3 +32,16 @@ def test_a_memory_that_stopped_holding_says_until_when_and_what_replaced_it() ->
         out = shown(width, [(berlin, 0.4), (lyon, 0.4)])
         assert "held until 2026-04-01, replaced by e6489155" in out, out
         assert out.count("held until") == 1  # the current one says nothing of the kind
+
+
+def test_hits_of_several_cubes_say_which_cube_each_came_from() -> None:
+    mine = node("a1b2c3d4-0000", "I am vegetarian.")
+    shared = MemoryItem(id="f00dbabe-0000", memory="Carol lives in Oslo.",
+                        metadata=MemoryMetadata(user_id="carol", cube_id="team",
+                                                memory_type="LongTermMemory", created_at=SAID,
+                                                updated_at=SAID))
+    for width in (80, 160):
+        out = shown(width, [(shared, 0.9), (mine, 0.5)])
+        assert "team" in out and "lea" in out, out
+        alone = shown(width, [(mine, 0.5)])
+        assert "cube" not in alone, alone  # one cube: nothing to tell apart
