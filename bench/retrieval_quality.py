@@ -28,7 +28,10 @@ taken in rank order while their text fits in 1,000/2,000/6,000 characters; chars
 characters of the first 10 hits. Search latency is timed per search through the client.
 ``--reuse DIR`` keeps the stores (ingestion takes many minutes): a second run with the same
 data only searches again; ``--variant`` runs the questions again with search settings
-changed, on the same ingestion; ``--replies FILE`` writes the replies themselves.
+changed, on the same ingestion (``--loo`` each setting the defaults were tuned over); with
+several conversations the bench reports leave-one-conversation-out: each conversation scored
+with the setting (row) chosen on the others, next to the setting chosen on all;
+``--replies FILE`` writes the replies themselves.
 """
 
 from __future__ import annotations
@@ -309,6 +312,54 @@ def report(rows: dict[str, dict[tuple[str, str], list[Hit]]], convs: list[Conver
     return overall
 
 
+# The settings the defaults were chosen among on the dev split, one at a time (their
+# citations in topics/settings.py and docs/benchmarks.md): ``--loo`` runs each as a variant.
+TUNED = ("turn_rrf_k=60", "other_weight=0.5", "speaker_weight=0", "time_weight=0",
+         "before_share=0.5", "passage_after=0", "passage_turns=1", "cosine_spread=0")
+
+
+def leave_one_out(rows: dict[str, dict[tuple[str, str], list[Hit]]],
+                  convs: list[Conversation]) -> None:
+    """Generalisation as a figure: for each conversation, the memstream setting (a row)
+    with the best R@10 + B2000 on the other conversations, scored on that one; next to the
+    setting chosen on all of them, scored on all of them (in sample)."""
+    labels = [label for label in rows if label.startswith("memstream")]
+    if len(convs) < 2:
+        return
+
+    def figures(label: str, held: list[Conversation]) -> tuple[float, float, int]:
+        pairs = [(c, q) for c in held for q in c.questions]
+        hits = [rows[label][(c.name, q.text)] for c, q in pairs]
+        return (sum(recall_at(h, q.evidence, 10) for h, (_, q) in zip(hits, pairs, strict=True)),
+                sum(recall_within(h, q.evidence, 2000)
+                    for h, (_, q) in zip(hits, pairs, strict=True)), len(pairs))
+
+    def best(held: list[Conversation]) -> str:
+        return max(labels, key=lambda lab: sum(figures(lab, held)[:2]))
+
+    r10 = b2000 = 0.0
+    n = 0
+    chosen = []
+    for conv in convs:
+        label = best([c for c in convs if c is not conv])
+        r, b, count = figures(label, [conv])
+        r10, b2000, n = r10 + r, b2000 + b, n + count
+        chosen.append(f"{conv.name}: {label.removeprefix('memstream ')} "
+                      f"(R@10 {r / count:.3f}, B2000 {b / count:.3f})")
+    inside = best(convs)
+    r, b, count = figures(inside, convs)
+    print(f"\nleave one conversation out ({len(labels)} memstream settings to choose from, "
+          "by R@10 + B2000 on the other conversations):")
+    for line in chosen:
+        print(f"  {line}")
+    print(f"  held out: R@10 {r10 / n:.3f}  B2000 {b2000 / n:.3f}   in sample (chosen on all, "
+          f"{inside.removeprefix('memstream ')}): R@10 {r / count:.3f}  B2000 {b / count:.3f}   "
+          f"gap {r / count - r10 / n:+.3f} / {b / count - b2000 / n:+.3f}")
+    if len(labels) == 1:
+        print("  (one setting: nothing was chosen here; the defaults were chosen on the whole "
+              "split — run with --loo to choose among the settings they were tuned over)")
+
+
 def dump(path: Path, rows: dict[str, dict[tuple[str, str], list[Hit]]],
          convs: list[Conversation]) -> None:
     """Each question with its evidence and category, and each row's hits for it."""
@@ -338,6 +389,9 @@ async def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
                         help="also run the questions with these search settings changed "
                         "(e.g. turn_ranking=false or window_after=3), same ingestion")
+    parser.add_argument("--loo", action="store_true",
+                        help="also run, as variants, each setting the defaults were tuned over "
+                        f"({', '.join(TUNED)}), for the leave-one-conversation-out figure")
     parser.add_argument("--skip-categories", default=DEFAULT_SKIP, metavar="N[,N…]",
                         help="question categories left out (default: %(default)s, the "
                         "questions no evidence answers)")
@@ -408,7 +462,8 @@ async def main() -> None:
             await share_cubes(client, convs)
             await all_hits(client, convs[:1], depth, args.concurrency, [])  # warm the indexes
             default_search = worker.deps.settings.search
-            for variant in ["", *args.variant]:
+            variants = [*args.variant, *(TUNED if args.loo else ())]
+            for variant in ["", *dict.fromkeys(variants)]:
                 changes = dict(kv.split("=", 1) for kv in variant.split(",") if "=" in kv)
                 changed = default_search.model_validate({**default_search.model_dump(),
                                                          **changes})
@@ -436,6 +491,7 @@ async def main() -> None:
     table_rows = {**{name: baselines[name] for name in order}, **rows}
     print()
     figures = report(table_rows, convs, names)
+    leave_one_out(rows, convs)
     if args.dump:
         dump(args.dump, table_rows, convs)
     base = figures["hybrid over chunks"]
