@@ -5,8 +5,9 @@ Milvus Lite, rules, local e5), hit@1 counted as ``bench/crosslingual.py`` counts
 Issue 42 asks for hit@1 >= 0.90. Measured on the landed code: 0.814 (48/59), dev 0.900,
 held-out 0.632, against 0.339 before turn ranking levelled the two languages
 (``streams/core/crosslingual.py``). The remaining misses are mostly the small embedder's: a
-levelled cosine alone ranks 50/59 answers first. So the test holds the measured figure as a
-floor, and reports the issue's bar as an expected failure, with every miss, until it is met.
+levelled cosine alone ranks 50/59 answers first. The test holds the measured figure as a
+floor (a drop below is a regression); the issue's bar is not met and is reported, with the
+misses, by ``python bench/crosslingual.py`` — not by a test that cannot fail.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from tests.support.crosslingual import ask, ingest, load, report
 from tests.support.pipeline import Pipeline
 
 FLOOR = 0.80  # measured 0.814: a drop below is a regression
-BAR = 0.90  # issue 42's must-show
 
 
 @pytest.mark.timeout(600)
@@ -34,5 +34,3 @@ async def test_a_fact_said_in_one_language_is_found_by_a_question_in_the_other(
     for direction in ("zh->en", "en->zh"):  # neither direction carries the other
         part = [o for o in outcomes if o.direction == direction]
         assert sum(o.hit for o in part) / len(part) >= FLOOR - 0.05, figure
-    if rate < BAR:
-        pytest.xfail(f"hit@1 below issue 42's {BAR}:\n{figure}")
