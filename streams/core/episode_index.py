@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from memstream.sinks.lru import LRU
+from memstream.streams.core.crosslingual import script_code
 from memstream.streams.core.lexical import BM25, terms
 from memstream.topics.models import MemoryItem
 from memstream.topics.settings import SearchSettings
@@ -101,6 +102,8 @@ class EpisodeIndex:
     version: int = 0
     speaker_of_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     speakers: list[str] = field(default_factory=list)  # position = code in speaker_of_turn
+    # per turn, the script its words are in (``crosslingual.SCRIPT_CODES``)
+    script_of_turn: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     # statement id -> message ids of the turns it came from (a statement's sources never
     # change; filled as statements are first met, carried over when the index is rebuilt)
     statement_messages: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -142,6 +145,7 @@ class EpisodeIndex:
         index.speakers = sorted({n for n in names if n})
         codes = {n: i for i, n in enumerate(index.speakers)}
         index.speaker_of_turn = np.asarray([codes.get(n, -1) for n in names], dtype=np.int64)
+        index.script_of_turn = np.asarray([script_code(t.text) for t in turns], dtype=np.int8)
         for i, turn in enumerate(turns):
             if turn.message_id:
                 index.turns_of_message.setdefault(turn.message_id, []).append(i)

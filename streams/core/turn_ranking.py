@@ -9,7 +9,8 @@ turns, taken in order, each become one hit: the turn with ``before``/``after`` n
 its session not already returned (across episodes); below the first few hits, a window that
 continues a hit joins it as one passage. When a statement was extracted from that turn, it
 is the hit's memory and the excerpt its context. On LoCoMo (bench/retrieval_quality.py)
-this beat whole chunks at fewer characters.
+this beat whole chunks at fewer characters. In a cube whose turns are in two scripts, the
+rankings are levelled between them first (``streams/core/crosslingual.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ import numpy as np
 
 from memstream.sinks.filtering import matches_all
 from memstream.sinks.ports import Filter, VectorQuery
+from memstream.streams.core.crosslingual import (
+    episode_shares,
+    level,
+    other_script,
+    shift,
+    unseen_ranked,
+)
 from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.lexical import terms
 from memstream.streams.core.related_words import related
@@ -132,12 +140,19 @@ async def rank_windows(
     turn_cos, statement_of = await _statement_cosines(deps, cube_id, query_vec, index,
                                                       cfg.statement_pool)
     k = cfg.turn_rrf_k
+    turn_words = _ranks({i: float(s) for i, s in enumerate(turn_bm) if s > 0})
+    episode_words = _ranks({i: float(s) for i, s in enumerate(episode_bm) if s > 0})
+    if (other := other_script(query, index.script_of_turn)) is not None:
+        # turns in two scripts: what was said in the other one competes on equal terms
+        shares = episode_shares(other, index.episode_of_turn, len(index.episodes))
+        by = shift(turn_cos, other)
+        turn_cos, episode_cos = level(turn_cos, other, by), level(episode_cos, shares, by)
+        turn_words = unseen_ranked(turn_words, turn_cos, other)
+        episode_words = unseen_ranked(episode_words, episode_cos, shares > 0)
     ep_dense = _rrf(_ranks(episode_cos), cfg.episode_dense_weight, k, len(index.episodes))
-    ep_words = _rrf(_ranks({i: float(s) for i, s in enumerate(episode_bm) if s > 0}),
-                    cfg.episode_bm25_weight, k, len(index.episodes))
+    ep_words = _rrf(episode_words, cfg.episode_bm25_weight, k, len(index.episodes))
     score = (_rrf(_ranks(turn_cos), cfg.turn_dense_weight, k, n)
-             + _rrf(_ranks({i: float(s) for i, s in enumerate(turn_bm) if s > 0}),
-                    cfg.turn_bm25_weight, k, n)
+             + _rrf(turn_words, cfg.turn_bm25_weight, k, n)
              + (ep_dense + ep_words)[index.episode_of_turn])
     best = (cfg.turn_dense_weight + cfg.turn_bm25_weight + cfg.episode_dense_weight
             + cfg.episode_bm25_weight) / (k + 1)
