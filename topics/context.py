@@ -42,7 +42,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from memstream.topics.events import ScoredMemory
+from memstream.topics.events import MAX_TOP_K, ScoredMemory
 from memstream.topics.models import MemoryItem
 
 Unit = Literal["chars", "tokens"]
@@ -286,6 +286,20 @@ def _cut(head: str, text: str, room: int, unit: Unit) -> str | None:
 
 
 # ------------------------------------------------------------------------------ the block
+
+# A hit costs a hundred characters or more (a statement ~60-100, an excerpt of a few turns
+# 300-500; an estimated token is about four characters of English): asking for one hit per
+# hundred leaves the block more hits than it holds, so it says how many did not fit.
+CHARS_PER_HIT = 100
+CHARS_PER_TOKEN = 4
+
+
+def hits_for(budget: int, unit: Unit = "chars") -> int:
+    """How many hits to ask a search for, to fill ``budget`` (at least 10, at most the
+    search's limit): 20 for 2,000 characters, as many as the retrieval bench's B2000 reads."""
+    chars = budget if unit == "chars" else budget * CHARS_PER_TOKEN
+    return max(10, min(MAX_TOP_K, math.ceil(chars / CHARS_PER_HIT)))
+
 
 def _more(n: int) -> str:
     return f"({n} more {'memory' if n == 1 else 'memories'} did not fit)"
