@@ -49,6 +49,7 @@ Unit = Literal["chars", "tokens"]
 
 ID_CHARS = 8  # the prefix the CLI and the MCP tools resolve (memstream/history/ids.py)
 NOTHING_FOUND = "No memories found."
+ACTIVATION_HEADER = "Known about the user:"  # opens the activation-memory block
 DEFAULT_BUDGET = 2000
 ELLIPSIS = "…"
 
