@@ -25,8 +25,9 @@ is read from the excerpt's times); statements folded into a hit are not repeated
 characters (or estimated tokens, ``estimate_tokens``). Hits are taken in rank order while
 their entries fit and the first that does not fit ends the block — the accounting of the
 retrieval bench's B1000/B2000 (``bench/retrieval_quality.py``), so a block at 2,000
-characters holds the hits B2000 credits whenever its entries cost no more than the hits'
-text, which holds when the statement is not written twice. When not even the first hit fits,
+characters holds the hits B2000 credits whenever its entries and last line cost no more than
+the hits' text (an entry costs 10 characters for its id, and a statement its excerpt holds
+nothing: docs/python-client.md says when that is). When not even the first hit fits,
 it is cut to fit rather than leaving the block empty: its statement alone, or its first
 lines, cut at a word (or, in text without spaces, a character) and marked ``…``.
 """
@@ -55,7 +56,6 @@ ELLIPSIS = "…"
 
 # "[2023-05-08 13:56] " or "[13:56] ": a turn's time at the head of its line
 _TURN_TIME = re.compile(r"^\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d\] ")
-_DAY = re.compile(r"\d{4}-\d\d-\d\d")
 _BRACKETED = re.compile(r"\[[^\]\n]*\]")
 _WORD = re.compile(r"\w+")
 
@@ -109,6 +109,12 @@ def estimate_tokens(text: str) -> int:
     turns (with their times) count 0.86 of the estimate on average and 0.90 at most, the
     Chinese sentences of memstream's tests 0.84 and 0.88; a single short text can count more
     (a line of rare characters up to 1.3 times)."""
+    return math.ceil(_halves(text) / 2)
+
+
+def _halves(text: str) -> int:
+    """``estimate_tokens`` in half tokens, before rounding up: additive over lines (a line
+    break is a piece of its own), so a block's cost is its entries' plus the breaks'."""
     halves = 0
     for m in _PIECE.finditer(text):
         piece = m.group()
@@ -126,10 +132,11 @@ def estimate_tokens(text: str) -> int:
             halves += 3
         else:
             halves += 2
-    return math.ceil(halves / 2)
+    return halves
 
 
 def cost(text: str, unit: Unit) -> int:
+    """What ``text`` costs of a budget in ``unit``."""
     return len(text) if unit == "chars" else estimate_tokens(text)
 
 
@@ -324,10 +331,17 @@ def render_context(hits: Sequence[ScoredMemory | MemoryItem], budget: int = DEFA
     def text_of(shown: Sequence[ContextEntry], left: int) -> str:
         return "\n".join([*opening, *(e.text for e in shown), *([_more(left)] if left else [])])
 
+    # measured as it grows (characters, or half tokens: both add up over lines)
+    measure = len if unit == "chars" else _halves
+    limit, line_break = (budget, 1) if unit == "chars" else (2 * budget, 2)
+    used, lines = (measure(header), 1) if header else (0, 0)
     for n, hit in enumerate(hits):
         entry = _take_apart(hit, short).whole()
-        if cost(text_of([*entries, entry], len(hits) - n - 1), unit) <= budget:
+        grown = used + (line_break if lines else 0) + measure(entry.text)
+        left = len(hits) - n - 1
+        if grown + (line_break + measure(_more(left)) if left else 0) <= limit:
             entries.append(entry)
+            used, lines = grown, lines + 1
             continue
         if not entries:  # not even the first: cut it to fit rather than show nothing
             entries += _first_cut(_take_apart(hit, short), budget, unit,

@@ -10,6 +10,7 @@ import pytest
 
 from memstream.topics.context import (
     NOTHING_FOUND,
+    cost,
     estimate_tokens,
     render_context,
 )
@@ -112,6 +113,22 @@ def test_the_budget_is_never_exceeded_and_says_what_did_not_fit() -> None:
     block = render_context(hits, 1000)
     assert len(block.entries) == 6  # 6 entries of 146 characters and the last line fit, 7 do not
     assert render_context(many(1), 1000).text.count("did not fit") == 0
+
+
+@pytest.mark.parametrize("unit", ["chars", "tokens"])
+def test_the_block_holds_exactly_as_many_hits_as_fit(unit: Any) -> None:
+    hits = [hit(SAID, EXCERPT, EXCERPT_IDS), hit(BERLIN), hit(node(
+        "eeeeeeee-0000-5000-8000-000000000001", ZH)), hit(EPISODE), *many(12, 40)]
+    for budget in range(40, 1400, 23):
+        block = render_context(hits, budget, unit)
+        assert block.used == cost(block.text, unit) <= budget
+        shown, left = len(block.entries), block.left_out
+        if not left or not shown or block.entries[0].cut:
+            continue
+        one_more = render_context(hits[:shown + 1], 10**6, unit).entries[-1].text
+        longer = "\n".join([*(e.text for e in block.entries), one_more,
+                            *([f"({left - 1} more memories did not fit)"] if left > 1 else [])])
+        assert cost(longer, unit) > budget, (budget, unit)
 
 
 def test_hits_are_taken_while_they_fit_and_the_first_that_does_not_ends_the_block() -> None:
