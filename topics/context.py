@@ -161,6 +161,23 @@ def _is_turns(text: str) -> bool:
     return all(_TURN_TIME.match(line) for line in text.split("\n"))
 
 
+_TIME = re.compile(r"^\[(\S+) ([^\]\n]*)\]")
+
+
+def once_dated(lines: Sequence[str]) -> list[str]:
+    """Turns' lines, the date of each ``[date time]`` shown only where it differs from the
+    line before (``[time]`` alone after it): a session's turns share their date, and a
+    budget then holds more of their words. The search's excerpts come so; an episode's
+    text is made so here."""
+    out, last = [], None
+    for line in lines:
+        found = _TIME.match(line)
+        day = found.group(1) if found else None
+        out.append(f"[{found.group(2)}]{line[found.end():]}" if found and day == last else line)
+        last = day
+    return out
+
+
 def _flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -250,7 +267,7 @@ def _take_apart(hit: ScoredMemory | MemoryItem, short: int) -> _Hit:
         turns, ids = excerpt, scored.excerpt_ids
     else:
         turns, ids = (item.memory if episode else ""), _source_turns(item)
-    lines = tuple(turns.split("\n")) if turns else ()
+    lines = tuple(once_dated(turns.split("\n"))) if turns else ()
     line_ids: tuple[tuple[str, ...], ...] = tuple((i,) for i in ids) \
         if len(ids) == len(lines) else (tuple(ids), *[()] * (len(lines) - 1)) if lines else ()
     statement = "" if episode else _flat(item.memory)

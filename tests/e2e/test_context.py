@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from memstream.topics.context import estimate_tokens, hits_for
+from memstream.topics.context import estimate_tokens, hits_for, once_dated
 from memstream.topics.events import ScoredMemory
 from tests.support.cli import pipeline_env, run_cli
 from tests.support.pipeline import Pipeline
@@ -72,7 +72,8 @@ async def test_the_block_holds_the_search_hits_in_order_dated_and_named(pipeline
         for entry, hit in zip(block.entries, hits, strict=False):
             assert entry.text.startswith(f"#{hit.item.id[:8]}")
             if hit.excerpt is not None:
-                assert hit.excerpt in entry.text  # the turns as said, with times and names
+                # the turns as said, with times and names (each day once)
+                assert "\n".join(once_dated(hit.excerpt.split("\n"))) in entry.text
                 assert entry.message_ids == hit.excerpt_ids
             assert entry.folded_ids == hit.folded_ids
     block = await p.client.context(CUBE, QUESTIONS[0], 2000)

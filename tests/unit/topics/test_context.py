@@ -88,6 +88,18 @@ def test_dates_and_speakers_come_from_the_excerpt_lines() -> None:
     assert "[2023-05-08 13:56] Caroline:" in text and "[13:57] Melanie:" in text
 
 
+def test_an_episode_shows_each_day_once() -> None:
+    said = node("0e0e0e0e-0000-5000-8000-000000000006",
+                "[2023-05-08 13:56] Caroline: I went to a support group.\n"
+                "[2023-05-08 13:57] Melanie: Wow!\n[2023-05-09 08:00] Caroline: Back home.",
+                "EpisodicMemory", turns=("m1", "m2", "m3"))
+    block = render_context([said], 2000)
+    assert block.text == ("#0e0e0e0e\n[2023-05-08 13:56] Caroline: I went to a support "
+                          "group.\n[13:57] Melanie: Wow!\n[2023-05-09 08:00] Caroline: Back "
+                          "home.")
+    assert block.entries[0].message_ids == ("m1", "m2", "m3")
+
+
 def test_a_memory_that_stopped_holding_says_until_when() -> None:
     text = render_context([hit(BERLIN)], 2000).text
     assert text == ("#e1f2a3b4 2023-03-01, held until 2023-06-01 (replaced by #77aa88bb): "
