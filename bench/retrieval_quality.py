@@ -25,7 +25,11 @@ statement the turn it came from, an episode its turns; it costs what it returns:
 plus the statement carrying it (an episode's excerpt alone), or its memory. R@k = share of a
 question's evidence turns among the first k hits; B1000/B2000/B6000 = the same for the hits
 taken in rank order while their text fits in 1,000/2,000/6,000 characters; chars@10 =
-characters of the first 10 hits. Search latency is timed per search through the client.
+characters of the first 10 hits; the ``context()`` row: the same for the turns a context
+block of that many characters shows, rendered from the same first hits as ``MemoryClient.
+context`` renders a reply (``memstream.topics.context``: hits in rank order until the first
+whose entry does not fit, an excerpt's statement not written twice, a first hit too large
+cut). Search latency is timed per search through the client.
 ``--reuse DIR`` keeps the stores (ingestion takes many minutes): a second run with the same
 data only searches again; ``--variant`` runs the questions again with search settings
 changed, on the same ingestion (``--loo`` each setting the defaults were tuned over); with
@@ -73,6 +77,7 @@ from memstream.streams.embed.cache import CachedEmbedder  # noqa: E402
 from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.streams.embed.port import Embedder  # noqa: E402
 from memstream.streams.worker import Worker  # noqa: E402
+from memstream.topics.context import render_context  # noqa: E402
 from memstream.topics.events import ScoredMemory, ShareCube, WriteToken  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
@@ -360,6 +365,33 @@ def leave_one_out(rows: dict[str, dict[tuple[str, str], list[Hit]]],
               "split — run with --loo to choose among the settings they were tuned over)")
 
 
+def in_context(hits: list[ScoredMemory], budget: int) -> frozenset[str]:
+    """The turns a context block of ``budget`` characters shows whole (``MemoryClient.
+    context`` renders the hits of one search so: ``memstream.topics.context``)."""
+    block = render_context(hits, budget)
+    return frozenset(m for entry in block.entries for m in entry.message_ids)
+
+
+def report_context(replies: dict[tuple[str, str], list[ScoredMemory]], convs: list[Conversation],
+                   depth: int, names: dict[int, str]) -> None:
+    """Recall of the context block over the defaults' replies (their first ``depth`` hits, as
+    the row of the hits counts them), next to that row's B1000/B2000/B6000: the issue asks
+    that ``context()`` at 2,000 characters score the same B2000."""
+    pairs = [(c, q) for c in convs for q in c.questions]
+    cats = sorted({q.category for _, q in pairs})
+
+    def recall(budget: int, of: list[tuple[Conversation, Question]]) -> float:
+        return float(np.mean([len(q.evidence & in_context(replies[(c.name, q.text)][:depth],
+                                                          budget)) / len(q.evidence)
+                              for c, q in of]))
+
+    print(f"\n{'context() block, same replies':<36}" + "".join(f"{f'B{b}':>9}" for b in BUDGETS)
+          + "   B2000 by category: " + ", ".join(
+              f"{names.get(k, f'cat {k}')} {recall(2000, [x for x in pairs if x[1].category == k]):.3f}"  # noqa: E501
+              for k in cats))
+    print(f"{'':<36}" + "".join(f"{recall(b, pairs):>9.3f}" for b in BUDGETS))
+
+
 def dump(path: Path, rows: dict[str, dict[tuple[str, str], list[Hit]]],
          convs: list[Conversation]) -> None:
     """Each question with its evidence and category, and each row's hits for it."""
@@ -428,6 +460,7 @@ async def main() -> None:
 
     rows: dict[str, dict[tuple[str, str], list[Hit]]] = {}
     latency: dict[str, list[float]] = {}
+    default_replies: dict[tuple[str, str], list[ScoredMemory]] = {}
     with tempfile.TemporaryDirectory(prefix="memstream-rq-") as tmp:
         data = args.keep or Path(tmp)
         settings = Settings(data_dir=data, kafka={"partitions": 4})
@@ -474,6 +507,8 @@ async def main() -> None:
                 replies = await all_hits(client, convs, depth, args.concurrency,
                                          latency[label])
                 rows[label] = {key: as_returned(r)[:depth] for key, r in replies.items()}
+                if not variant:
+                    default_replies = replies
                 if args.replies and not variant:
                     with args.replies.open("w") as out:
                         for (name, question), hits in replies.items():
@@ -492,6 +527,7 @@ async def main() -> None:
     print()
     figures = report(table_rows, convs, names)
     leave_one_out(rows, convs)
+    report_context(default_replies, convs, depth, names)
     if args.dump:
         dump(args.dump, table_rows, convs)
     base = figures["hybrid over chunks"]

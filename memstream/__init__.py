@@ -1,7 +1,8 @@
 """memstream: long-term memory for LLM agents as a Kafka event-streaming pipeline.
 
-The public surface: ``Settings``, ``MemoryClient``, its errors, and the events an
-application publishes (commands) or reads (updates, dead letters).
+The public surface: ``Settings``, ``MemoryClient``, its errors, the events an
+application publishes (commands) or reads (updates, dead letters), and the context block
+(``ContextBlock``, ``render_context``: search hits as a prompt's text).
 """
 
 from pathlib import Path as _Path
@@ -12,6 +13,7 @@ _check_links(_Path(__file__).parent)  # before the first import through a link
 
 # isort: off
 from memstream.client.client import ClientError, LimitExceeded, MemoryClient, MemoryServiceError  # noqa: E402
+from memstream.topics.context import ContextBlock, render_context  # noqa: E402
 from memstream.topics.events import (  # noqa: E402
     BackupCube,
     DeadLetter,
@@ -40,6 +42,7 @@ from memstream.topics.settings import Settings  # noqa: E402
 __all__ = [
     "BackupCube",
     "ClientError",
+    "ContextBlock",
     "DeadLetter",
     "DeleteCube",
     "DeleteNodes",
@@ -63,5 +66,6 @@ __all__ = [
     "UnshareCube",
     "UpdateNode",
     "WriteToken",
+    "render_context",
 ]
 __version__ = "0.1.0"

@@ -365,6 +365,8 @@ class SchedulerSettings(BaseModel):
     enabled: bool = True
     retrieval_interval_s: float = Field(default=300.0, gt=0)
     activation_interval_s: float = Field(default=60.0, gt=0)
+    # The activation-memory block's size in characters (topics/context.py renders it).
+    activation_budget: int = Field(default=4000, ge=100)
     top_k: int = Field(default=10, ge=2)
     near_duplicate_threshold: float = 0.75
     min_chars: int = 6

@@ -8,16 +8,18 @@ on one scale: ``langgraph_scores.py``); what memstream does to memories applies 
 too (two items saying the same thing may be merged: the older one stays readable by key but
 leaves search results). The namespaces the store wrote are kept as records of a catalogue
 cube (``<prefix>``), so ``list_namespaces`` needs no scan of the log. Writes return once
-applied (read-your-writes), so a ``get`` after a ``put`` sees it.
+applied (read-your-writes), so a ``get`` after a ``put`` sees it. Beyond ``BaseStore``,
+``context``/``acontext`` give a search's items as one block of text for a prompt, within a
+budget (``topics/context.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.store.base import (
     BaseStore,
@@ -36,6 +38,13 @@ from langgraph.store.base import (
 from memstream.agents.langgraph_scores import MergedScores
 from memstream.agents.langgraph_values import decode, encode, matches, text_of
 from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.topics.context import (
+    DEFAULT_BUDGET,
+    ContextBlock,
+    Unit,
+    hits_for,
+    render_context,
+)
 from memstream.topics.events import (
     MAX_TOP_K,
     DeadLetter,
@@ -51,6 +60,7 @@ from memstream.topics.settings import Settings
 if TYPE_CHECKING:
     from memstream.streams.embed.port import Embedder
 
+T = TypeVar("T")
 CATALOGUE_TYPE: ItemMemoryType = "EpisodicMemory"  # never merged, copied or reorganized
 
 
@@ -107,15 +117,20 @@ class MemstreamStore(BaseStore):
     # ------------------------------------------------------------------ BaseStore
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._sync(self._run(list(ops)))
+
+    def _sync(self, call: Coroutine[Any, Any, T]) -> T:
+        """Run ``call`` on the client's loop and wait for it (from another thread)."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is self.loop:
+            call.close()
             raise RuntimeError("a sync MemstreamStore call on the event loop its client runs "
                                "on would block that loop: use the async methods (aget, aput, "
-                               "asearch, …) there")
-        return asyncio.run_coroutine_threadsafe(self._run(list(ops)), self.loop).result()
+                               "asearch, acontext, …) there")
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         listed = list(ops)
@@ -188,7 +203,30 @@ class MemstreamStore(BaseStore):
         nodes = await self._nodes(self.cube_of(namespace), [self.node_id(namespace, key)])
         return self._item(nodes[0], namespace) if nodes else None
 
+    # ------------------------------------------------------------------ context
+
+    async def acontext(self, namespace_prefix: tuple[str, ...], query: str,
+                       budget: int = DEFAULT_BUDGET, unit: Unit = "chars", *,
+                       filter: dict[str, Any] | None = None) -> ContextBlock:
+        """The items under ``namespace_prefix`` that answer ``query``, as one block of text
+        for a prompt (``memstream.topics.context``): ranked as ``asearch`` ranks them, each
+        with its memstream id and date, within ``budget`` characters (``unit="tokens"``:
+        estimated tokens); ``.text``, and ``.ids`` (memstream ids, as ``memstream get``
+        takes them)."""
+        op = SearchOp(namespace_prefix, filter, hits_for(budget, unit), 0, query)
+        return render_context([node for _, node in await self._ranked(op)], budget, unit)
+
+    def context(self, namespace_prefix: tuple[str, ...], query: str,
+                budget: int = DEFAULT_BUDGET, unit: Unit = "chars", *,
+                filter: dict[str, Any] | None = None) -> ContextBlock:
+        """``acontext`` for sync code (from another thread than the client's loop)."""
+        return self._sync(self.acontext(namespace_prefix, query, budget, unit, filter=filter))
+
     async def _search(self, op: SearchOp) -> list[SearchItem]:
+        return [item for item, _ in await self._ranked(op)]
+
+    async def _ranked(self, op: SearchOp) -> list[tuple[SearchItem, MemoryItem]]:
+        """The items ``op`` finds, with their memories, in the order a search returns them."""
         if op.limit <= 0:
             return []
         namespaces = await self._catalogue(
@@ -200,12 +238,12 @@ class MemstreamStore(BaseStore):
             scores = await self.scores.scores(op.query, [node for _, node in hits])
             hits = [(_rescored(item, score), node)
                     for (item, node), score in zip(hits, scores, strict=True)]
-        found = [item for item, _ in hits]
         if op.query:
-            found.sort(key=lambda it: it.score or 0.0, reverse=True)
+            hits.sort(key=lambda hit: hit[0].score or 0.0, reverse=True)
         else:
-            found.sort(key=lambda it: (it.updated_at, it.namespace, it.key), reverse=True)
-        return found[op.offset: op.offset + op.limit]
+            hits.sort(key=lambda hit: (hit[0].updated_at, hit[0].namespace, hit[0].key),
+                      reverse=True)
+        return hits[op.offset: op.offset + op.limit]
 
     async def _search_one(self, namespace: tuple[str, ...],
                           op: SearchOp) -> list[tuple[SearchItem, MemoryItem]]:

@@ -21,6 +21,7 @@ from memstream import __version__
 from memstream.agents.memory_tools import Identity, MemoryTools, ToolFailure
 from memstream.client.client import ClientError, MemoryClient, MemoryServiceError
 from memstream.history.ids import AmbiguousId, NodeNotFound
+from memstream.topics.context import DEFAULT_BUDGET, Unit
 from memstream.topics.events import MAX_TOP_K
 from memstream.topics.limits import LimitExceeded
 from memstream.topics.settings import Settings
@@ -31,10 +32,12 @@ T = TypeVar("T")
 INSTRUCTIONS = """\
 Long-term memory of one user (memstream). Before answering a question that may depend on \
 what the user said earlier (preferences, facts about their life, plans, people they know), \
-call search_memories. When the user tells you something worth keeping, call add_chat_turn \
-with their message (memstream extracts the memories itself) or add_memory with one \
-self-contained statement. Memory ids come from search_memories or list_memories; use them \
-with get_memories, update_memory, delete_memories, memory_history and explain_memory. \
+call memory_context (what is known, as one block ready for your prompt) or search_memories \
+(memories one by one, with scores). When the user tells you something worth keeping, call \
+add_chat_turn with their message (memstream extracts the memories itself) or add_memory \
+with one self-contained statement. Memory ids come from memory_context, search_memories or \
+list_memories; use them with get_memories, update_memory, delete_memories, memory_history \
+and explain_memory. \
 When a memory you were given turns out wrong, outdated or irrelevant to the question, or \
 the user confirms it, say so with memory_feedback. \
 The resource memstream://activation is a ready-to-prepend summary of what is known now."""
@@ -108,6 +111,29 @@ def build_server(tools: MemoryTools, log_level: LogLevel = "WARNING") -> MCPServ
         score between 0 and 1 (higher is more relevant)."""
         return await _answer(tools.search(query, top_k, min_score, memory_type, session_id,
                                           tags or []))
+
+    @server.tool(title="Memory context for a prompt", annotations=READ)
+    async def memory_context(
+        query: Annotated[str, Field(description=(
+            "What the answer depends on, in natural language: the user's question, or a "
+            "topic (e.g. 'where does the user live now?')."))],
+        budget: Annotated[int, Field(ge=100, le=100_000, description=(
+            "At most this many characters of context."))] = DEFAULT_BUDGET,
+        tokens: Annotated[int | None, Field(ge=25, le=25_000, description=(
+            "At most this many tokens instead (estimated, erring high); overrides "
+            "budget."))] = None,
+    ) -> dict[str, Any]:
+        """What the user's long-term memory holds about something, as one block of text to
+        put in your prompt: the most relevant memories first, each opening with '#' and its
+        id, then what was said, with its date and time and who said it; a memory that no
+        longer holds says until when. The last line says how many more did not fit.
+
+        Use it to ground an answer in what the user said in earlier conversations; use
+        search_memories instead to browse memories one by one with their scores. The ids
+        (the 8 characters after '#') work with get_memories, memory_feedback and the other
+        tools."""
+        unit: Unit = "chars" if tokens is None else "tokens"
+        return await _answer(tools.context(query, tokens or budget, unit))
 
     @server.tool(title="Add a memory", annotations=WRITE)
     async def add_memory(

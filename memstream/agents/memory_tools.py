@@ -15,6 +15,7 @@ from memstream.agents.views import change_view, explanation_view, memory_view
 from memstream.client.client import MemoryClient, MemoryServiceError
 from memstream.history.ids import NodeNotFound, Resolved, stored
 from memstream.history.provenance import History
+from memstream.topics.context import Unit, render_context
 from memstream.topics.events import (
     ActivationMemory,
     DeleteNodes,
@@ -207,14 +208,26 @@ class MemoryTools:
         return explanation_view(await self.client.explain(await self._logged(memory_id),
                                                           self.me.cube_id))
 
-    async def working_memory(self) -> list[dict[str, Any]]:
+    async def context(self, query: str, budget: int, unit: Unit) -> dict[str, Any]:
+        """The context block for ``query`` (``MemoryClient.context``), with its ids."""
+        if not query.strip():
+            raise ToolFailure("query is empty: say what to look for")
+        block = await self.client.context(self.me.user_id, query, budget,
+                                          cube_id=self.me.cube_id, cube_ids=self.me.read_cubes,
+                                          unit=unit)
+        return {"context": block.text, "ids": list(block.ids), "left_out": block.left_out,
+                "used": block.used, "budget": block.budget, "unit": block.unit}
+
+    async def _working_nodes(self) -> list[MemoryItem]:
         try:
-            nodes = await self.client.working_memory(self.me.user_id, self.me.cube_id)
+            return await self.client.working_memory(self.me.user_id, self.me.cube_id)
         except MemoryServiceError as exc:
             if exc.type == "UnknownCube":
                 return []
             raise
-        return [memory_view(n) for n in nodes]
+
+    async def working_memory(self) -> list[dict[str, Any]]:
+        return [memory_view(n) for n in await self._working_nodes()]
 
     async def activation_block(self) -> str:
         """The newest block the scheduler published for the cube; until it published one,
@@ -223,12 +236,10 @@ class MemoryTools:
                   if isinstance(e, ActivationMemory)]
         if blocks:
             return max(blocks, key=lambda b: b.occurred_at).text
-        items = await self.working_memory()
-        if not items:
-            return ""
-        lines = [f"- {' '.join(str(i['memory']).split())}" for i in items]
-        return "\n".join(["Known about the user (working memory; no activation block "
-                          "published yet):", *lines])
+        return render_context(
+            await self._working_nodes(), self.client.settings.scheduler.activation_budget,
+            header="Known about the user (working memory; no activation block published yet):",
+            empty="").text
 
     # ------------------------------------------------------------------ helpers
 

@@ -10,7 +10,7 @@ from memstream import __version__
 from memstream.agents.mcp_cli import mcp
 from memstream.cli.erase import erase
 from memstream.cli.log import as_of, explain, freeze, history, restore, sweep, unfreeze
-from memstream.cli.memories import add, dump, load, search
+from memstream.cli.memories import add, context, dump, load, search
 from memstream.cli.nodes import backup, dead_letters, delete, feedback, get, list_, update
 from memstream.cli.replay import drop_views, promote, replay
 from memstream.cli.stack import demo, down, status, up, worker
@@ -30,7 +30,7 @@ def main() -> None:
 
 COMMANDS: tuple[click.Command, ...] = (
     # memories in and out (memories.py)
-    add, search, dump, load,
+    add, search, context, dump, load,
     # single memories and the operator's queues (nodes.py)
     get, list_, update, feedback, delete, dead_letters, backup,
     # a user's cubes erased everywhere, then checked (erase.py)

@@ -1,4 +1,5 @@
-"""What the data commands of the CLI do: add a file, text or document, search, dump, load."""
+"""What the data commands of the CLI do: add a file, text or document, search, context, dump,
+load."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from memstream.cli.counts import added_since, mark
 from memstream.cli.errors import InputError, validation_line
 from memstream.cli.writes import read_refused, refusals
 from memstream.client.client import MemoryClient, MemoryServiceError
+from memstream.topics.context import Unit
 from memstream.topics.events import (
     ConversationChunk,
     Document,
@@ -370,6 +372,23 @@ async def search_table(settings: Settings, console: Console, query: str, user_id
         return
     print_nodes(console, [(s.item, s.score) for s in found],
                 f"{plural(len(found), 'result')} for {query!r}")
+
+
+async def context_block(settings: Settings, query: str, user_id: str,
+                        cube_ids: Sequence[str], budget: int, unit: Unit, as_json: bool) -> None:
+    """Print the context block for ``query``: plain text (its ``[time]`` lines are not
+    markup), or with ``--json`` the text, the ids and what did not fit."""
+    async with MemoryClient(settings) as client:
+        block = await client.context(user_id, query, budget, cube_ids=cube_ids, unit=unit)
+    if as_json:
+        print(json.dumps({**block.model_dump(mode="json"), "ids": list(block.ids)},
+                         ensure_ascii=False, indent=2))
+        return
+    if block.text:
+        click.echo(block.text)
+    else:  # not even the line saying what did not fit: say it where the block is not read
+        click.echo(f"nothing fits in {budget} {'characters' if unit == 'chars' else 'tokens'}"
+                   f" ({plural(block.left_out, 'memory', 'memories')} found)", err=True)
 
 
 async def dump_or_load(settings: Settings, console: Console, what: str, path: Path,

@@ -1,4 +1,4 @@
-"""The ``memstream`` commands that move memories in and out: add, search, dump, load."""
+"""The ``memstream`` commands that move memories in and out: add, search, context, dump, load."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from memstream.cli.common import (
     user_option,
 )
 from memstream.cli.errors import not_empty
+from memstream.topics.context import DEFAULT_BUDGET, Unit
 from memstream.topics.events import MAX_TOP_K
 
 
@@ -82,6 +83,33 @@ def search(query: str, user_id: str, cube_ids: tuple[str, ...], top_k: int, mode
     search_filter = parse_filter(filter_json, session_id)
     run_async(search_table(settings_for(data_dir), console, query, user_id, cube_ids, top_k,
                            mode, memory_type, search_filter, as_json, min_score))
+
+
+@click.command()
+@click.argument("query", callback=not_empty)
+@user_option
+@click.option("--cube", "cube_ids", multiple=True, callback=not_empty,
+              help="The memory cube (default: the user id); repeat it to draw on several "
+                   "as one: one ranking over them all.")
+@click.option("--budget", type=click.IntRange(1), default=None, metavar="N",
+              help="At most N characters (default 2000).")
+@click.option("--tokens", type=click.IntRange(1), default=None, metavar="N",
+              help="At most N tokens, as estimated (instead of --budget).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: the text, the ids, each entry, what did not fit.")
+@data_dir_option
+def context(query: str, user_id: str, cube_ids: tuple[str, ...], budget: int | None,
+            tokens: int | None, as_json: bool, data_dir: Path | None) -> None:
+    """Print what a cube remembers about QUERY as a block for a prompt: the best hits first,
+    each with its id, date and speakers, within a budget; the last line says how many more
+    did not fit."""
+    from memstream.cli.actions import context_block
+
+    if budget is not None and tokens is not None:
+        raise click.UsageError("give --budget or --tokens, not both")
+    unit: Unit = "chars" if tokens is None else "tokens"
+    run_async(context_block(settings_for(data_dir), query, user_id, cube_ids,
+                            tokens or budget or DEFAULT_BUDGET, unit, as_json))
 
 
 @click.command()

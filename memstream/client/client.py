@@ -33,6 +33,7 @@ from memstream.kafka.progress import NotAppliedYet, Progress
 from memstream.security.keys import activate as activate_keys
 from memstream.security.keys import release as release_keys
 from memstream.security.signing import Signer
+from memstream.topics.context import DEFAULT_BUDGET, ContextBlock, Unit, hits_for, render_context
 from memstream.topics.events import (
     ConversationChunk,
     DeadLetter,
@@ -385,6 +386,35 @@ class MemoryClient:
         result = (await self.request(req, timeout)).result
         assert isinstance(result, SearchResult)  # noqa: S101
         return list(result.memories)
+
+    async def context(
+        self,
+        user_id: str,
+        query: str,
+        budget: int = DEFAULT_BUDGET,
+        cube_id: str | None = None,
+        cube_ids: Sequence[str] | None = None,
+        *,
+        unit: Unit = "chars",
+        top_k: int | None = None,
+        memory_type: SearchMemoryType = "All",
+        search_filter: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        after: WriteToken | None = None,
+        timeout: float = 30.0,
+    ) -> ContextBlock:
+        """A block ready for a prompt: the hits of a fast search for ``query``, most relevant
+        first, each with its id, date and speakers, within ``budget`` characters (``unit=
+        "tokens"``: estimated tokens); ``.text`` and ``.ids`` (``memstream.topics.context``).
+        ``top_k``: hits asked for (default: enough to fill the budget). ``cube_ids``: more
+        cubes searched with ``cube_id``, as ``search`` does (one ranking)."""
+        if budget < 1:
+            raise ValueError("budget must be at least 1")
+        hits = await self.search(
+            user_id, query, cube_id=cube_id, top_k=top_k or hits_for(budget, unit),
+            memory_type=memory_type, search_filter=search_filter, session_id=session_id,
+            after=after, timeout=timeout, cube_ids=cube_ids or ())
+        return render_context(hits, budget, unit)
 
     async def subgraph(
         self, user_id: str, query: str, cube_id: str | None = None, top_k: int = 5,

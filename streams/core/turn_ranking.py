@@ -35,6 +35,7 @@ from memstream.streams.core.lexical import terms
 from memstream.streams.core.related_words import related
 from memstream.streams.runtime.stage import Deps
 from memstream.streams.text.named_dates import named_dates
+from memstream.topics.context import once_dated
 from memstream.topics.events import ScoredMemory
 from memstream.topics.models import MemoryItem, MemoryType
 
@@ -236,26 +237,10 @@ def _windows(score: np.ndarray, allowed: np.ndarray, sessions: Sequence[str], wa
     return [w for w in out if w.turns]
 
 
-_TIME = re.compile(r"^\[(\S+) ([^\]\n]*)\]")
-
-
-def _once_timed(lines: list[str]) -> list[str]:
-    """An excerpt's lines, the date of each turn's ``[date time]`` shown only where it
-    differs from the line before (``[time]`` alone after it): a session's turns share their
-    date, and a caller's budget then holds more of their words."""
-    out, last = [], None
-    for line in lines:
-        found = _TIME.match(line)
-        day = found.group(1) if found else None
-        out.append(f"[{found.group(2)}]{line[found.end():]}" if found and day == last else line)
-        last = day
-    return out
-
-
 def to_scored(window: Window, index: EpisodeIndex) -> ScoredMemory:
     """The hit as returned: the statement (or the centre turn's episode) with the excerpt."""
     episode = index.episodes[index.turns[window.center].episode]
-    excerpt = "\n".join(_once_timed([index.turns[t].text for t in window.turns]))
+    excerpt = "\n".join(once_dated([index.turns[t].text for t in window.turns]))
     ids = tuple(m for t in window.turns if (m := index.turns[t].message_id))
     return ScoredMemory(item=window.statement or episode, score=round(window.score, 4),
                         excerpt=excerpt, excerpt_ids=ids, episode_id=episode.id,

@@ -144,6 +144,7 @@ def test_every_shell_line_runs_in_order(reader_dir: Path) -> None:
     assert "worker running" in outputs["up"]
     assert re.search(r": \d+ memor(y|ies)", outputs["add"])  # what was added, counted
     assert "allergic to shellfish" in outputs["search"]
+    assert "allergic to shellfish" in outputs["context"] and outputs["context"].startswith("#")
     assert "Lyon" in outputs["list"]
     assert "stopped" in outputs["down"] or "nothing was running" in outputs["down"]
 

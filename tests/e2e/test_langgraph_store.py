@@ -27,6 +27,7 @@ from langgraph.store.base import (
 )
 
 from memstream.agents.langgraph_store import MemstreamStore, StoreWriteFailed, open_store
+from memstream.topics.context import hits_for
 from memstream.topics.events import FreezeNodes
 from tests.support.cli import pipeline_env
 from tests.support.pipeline import Pipeline
@@ -160,6 +161,28 @@ async def test_a_search_over_namespaces_ranks_them_on_one_scale(store: Memstream
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     who_bikes = await store.asearch(("people",), query="who fixes bikes?", limit=1)
     assert [(h.namespace, h.key) for h in who_bikes] == [(("people", "bob"), "job")]
+
+
+async def test_context_is_the_search_as_one_block_for_a_prompt(store: MemstreamStore) -> None:
+    people = {("people", "alice"): {"diet": "Alice is vegetarian."},
+              ("people", "carol"): {"home": "Carol lives in Oslo.",
+                                    "pet": "Carol has a grey cat called Mist."}}
+    await store.abatch([PutOp(ns, key, {"text": text}) for ns, items in people.items()
+                        for key, text in items.items()])
+    hits = await store.asearch(("people",), query="Oslo", limit=hits_for(300))
+    block = await store.acontext(("people",), "Oslo", 300)
+    assert block.ids == tuple(store.node_id(h.namespace, h.key) for h in hits)
+    home = store.node_id(("people", "carol"), "home")
+    assert block.text.split("\n")[0] == f"#{home[:8]}: Carol lives in Oslo."
+    assert len(block.text) <= 300 and block.left_out == 0
+    small = await store.acontext(("people",), "Oslo", 70)
+    assert len(small.text) <= 70 and small.ids == (home,)
+    assert small.text.endswith("(2 more memories did not fit)")
+    in_tokens = await store.acontext(("people", "alice"), "what does Alice eat?", 30, "tokens")
+    assert in_tokens.used <= 30 and "Alice is vegetarian." in in_tokens.text
+    assert (await asyncio.to_thread(store.context, ("people",), "Oslo", 300)).text == block.text
+    with pytest.raises(RuntimeError, match="use the async methods"):
+        store.context(("people",), "Oslo")
 
 
 async def test_list_namespaces(store: MemstreamStore) -> None:
@@ -314,4 +337,6 @@ async def test_the_examples_of_docs_agents_run_as_written(pipeline: Pipeline,
         out, err = await asyncio.wait_for(proc.communicate(), 180)
         assert proc.returncode == 0, err.decode()[-2000:]
         outputs.append(out.decode())
-    assert outputs == ["['Alice is vegetarian.']\n", "{'text': 'Alice lives in Lyon.'}\n"]
+    assert outputs[0] == "['Alice is vegetarian.']\n"
+    assert re.fullmatch(r"\{'text': 'Alice lives in Lyon.'\}\n#[0-9a-f]{8}: Alice lives in "
+                        r"Lyon\.\n#[0-9a-f]{8}: Alice is vegetarian\.\n", outputs[1]), outputs[1]

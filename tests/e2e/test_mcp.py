@@ -24,7 +24,7 @@ from tests.support.pipeline import Pipeline
 
 TOOLS = {"search_memories", "add_memory", "add_chat_turn", "get_memories", "list_memories",
          "update_memory", "delete_memories", "memory_history", "explain_memory",
-         "memory_feedback"}
+         "memory_feedback", "memory_context"}
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -139,6 +139,19 @@ async def test_mcp_over_http_add_search_get_history_and_the_rest(pipeline: Pipel
                                    memory_type="UserMemory", tags=["health"])
             assert [r["id"] for r in only_user["results"]] == [added["id"]]
 
+            # the same search as one block for the prompt, each memory under its id
+            block = await call(client, "memory_context", query="what is the user allergic to?",
+                               budget=400)
+            assert block["ids"][0] == added["id"] and block["unit"] == "chars"
+            assert block["context"].startswith(f"#{added['id'][:8]}: The user is allergic")
+            assert "allergic to shellfish" in block["context"] and "Bob" not in block["context"]
+            assert len(block["context"]) == block["used"] <= 400
+            assert block["left_out"] == 0 or block["context"].endswith("did not fit)")
+            in_tokens = await call(client, "memory_context", query="where does the user live?",
+                                   tokens=150)
+            assert in_tokens["unit"] == "tokens" and in_tokens["used"] <= 150
+            assert "Lyon" in in_tokens["context"]
+            assert "query is empty" in await refused(client, "memory_context", query=" ")
             got = await call(client, "get_memories", memory_ids=[added["id"][:8], "no-such-id"])
             assert [m["id"] for m in got["memories"]] == [added["id"]]
             assert got["not_found"] == ["no-such-id"]  # a prefix of 8 names the memory

@@ -15,6 +15,7 @@ import pytest_asyncio
 from memstream.client.client import MemoryClient
 from memstream.kafka.admin import topic_offsets
 from memstream.streams.worker import Worker
+from memstream.topics.context import render_context
 from memstream.topics.events import (
     ActivationMemory,
     MemoryUpdate,
@@ -275,15 +276,18 @@ async def test_activation_memory_renders_active_cubes(sched: Pipeline) -> None:
     await remember(sched, "act", [*DIET, *TRAVEL])
     msg, _ = await ask(sched, "act", "what should I cook tonight?")
     await replacement_for(sched, msg)
-    texts = await working_texts(sched, "act")
-    expected = "Known about the user:\n" + "\n".join(f"- {t}" for t in texts)
+    memory = await sched.client.working_memory("act")
+    # the search's context block over the working memory, in its order (topics/context.py)
+    expected = render_context(memory, sched.settings.scheduler.activation_budget,
+                              header="Known about the user:", empty="").text
+    assert all(n.memory in expected for n in memory) and "#" in expected
 
     async def rendered() -> list[ActivationMemory]:
         return [e for e in await read_topic(sched.settings, sched.bootstrap, ACTIVATION_MEMORY)
                 if e.cube_id == "act" and e.text == expected]
 
     (block, *_) = await poll(rendered, 10, "activation memory of cube 'act'")
-    assert len(block.node_ids) == len(texts)
+    assert block.node_ids == tuple(n.metadata.origin_id or n.id for n in memory)
     everything = await read_topic(sched.settings, sched.bootstrap, ACTIVATION_MEMORY)
     assert not [e for e in everything if e.cube_id == "quiet"]
 

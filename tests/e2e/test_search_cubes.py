@@ -129,3 +129,5 @@ async def test_an_mcp_server_given_a_shared_cube_searches_it_with_its_own(
     assert "room 4" not in str(await alone.search(query, 5, None, "All", None, ()))
     found = (await reading.search(query, 5, None, "All", None, ()))["results"]
     assert found[0]["memory"] == "The chess club meets in room 4 on Fridays.", found
+    block = await reading.context(query, 400, "chars")
+    assert block["context"].count("room 4") == 1 and block["ids"], block
