@@ -144,8 +144,10 @@ ZH_MARKER_NOISE = ("现在", "正在", "还在", "一直在", "在于", "实在"
 # Attributes a person holds one value of at a time: a different value for the same
 # subject is a contradiction. (frame, English stems, Chinese words)
 SLOT_FRAMES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("residence", ("live", "move", "based"),
-     ("住在", "搬到", "搬去", "搬回", "搬家", "定居", "住址", "住")),
+    ("residence", ("live", "move", "based", "apartment", "unpack", "landlord", "lease",
+                   "roommate", "neighborhood", "neighbourhood"),
+     ("住在", "搬到", "搬去", "搬回", "搬家", "定居", "住址", "住", "房租", "租房", "租了", "房东",
+      "一室一厅", "两室一厅")),
     ("work", ("work",), ("工作", "上班", "辞职", "跳槽", "入职", "任职", "就职", "离职")),
     ("vehicle", ("car", "drive"), ("开车", "一辆", "车", "驾驶")),
     ("phone", ("phone", "iphone", "android", "smartphone"), ("手机", "iphone", "安卓", "android")),

@@ -36,6 +36,10 @@ from memstream.streams.text.subjects import different_subjects, subject_of
 _YEAR = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")
 # Stems (English) or characters (Chinese) two statements must share to be about one thing.
 _SHARED = {"en": 1, "zh": 2}
+# Stems (and characters) that only place a statement in time.
+_WHEN_EN = frozenset({"last", "next", "week", "month", "year", "day", "ago", "yesterday",
+                      "today", "tomorrow"})
+_WHEN_ZH = frozenset("年月日号周天昨今明去前后上下个星期礼拜早晚")
 
 
 def ends(existing: str, new: str, relation: Relation, *, existing_since: datetime | None,
@@ -83,15 +87,24 @@ def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
 
 def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation) -> bool:
     """Whether the change is about what the earlier statement states."""
-    if is_move(marker) and a.frames and "residence" not in a.frames:
-        return False  # a move ends a home, not a job
+    if is_move(marker) and "residence" not in a.frames \
+            and (a.frames or not a.entities & b.entities):
+        return False  # a move ends a home (or what was said of the place left), not a job
     if a.frames and b.frames and not a.frames & b.frames:
         return False  # different attributes: where one lives, where one works
     if relation == "contradictory" or a.frames & b.frames or a.entities & b.entities:
         return True
     if a.lang != b.lang:
         return True  # words cannot be compared: the similarity that made them candidates
-    return len(a.content & b.content) >= _SHARED[a.lang]
+    return len(_topical(a.content, a.lang) & _topical(b.content, b.lang)) >= _SHARED[a.lang]
+
+
+def _topical(content: frozenset[str], lang: str) -> frozenset[str]:
+    """Content words without those that only say when ("last week", "上个月"): two
+    statements dated alike are not about one thing for that."""
+    if lang == "zh":
+        return frozenset(c for c in content if c not in _WHEN_ZH)
+    return content - _WHEN_EN
 
 
 def _leaves(text: str, place: str) -> bool:

@@ -48,3 +48,18 @@ def test_an_explicit_change_answers_supersedes_without_a_merged_statement() -> N
         assert decision.fused() is None  # nothing is merged
     assert answer.decision_for(2, 1) is None  # a plan
     assert answer.decision_for(3, 1) is None  # another person
+
+
+def test_a_change_ends_only_what_it_is_about_not_what_was_said_about_the_same_time() -> None:
+    pairs = (("I painted a lake at sunrise last week.", "I moved to Lyon last month."),
+             ("我上周画了一幅湖景。", "我上个月搬到了里昂。"),
+             ("Just finished unpacking in my new place in Austin.", "I moved to Denver in May."),
+             ("I'm based in Lyon.", "I moved from Lyon to Berlin."))
+    ctx = ReviewContext(items=[ReviewItem(new=stmt(new, 40), candidates=[
+        Candidate(statement=stmt(old), similarity=0.9)]) for old, new in pairs])
+    answer = stand_in(REVIEW)(ctx)
+    closed = [(d.relation if (d := answer.decision_for(i, 1)) else None) == "supersedes"
+              for i in range(len(pairs))]
+    # a move ends a home (an apartment, a place one unpacked in, the place left), and sharing
+    # "last week / last month" makes no two statements one thing
+    assert closed == [False, False, True, True]
