@@ -35,7 +35,10 @@ data only searches again; ``--variant`` runs the questions again with search set
 changed, on the same ingestion (``--loo`` each setting the defaults were tuned over); with
 several conversations the bench reports leave-one-conversation-out: each conversation scored
 with the setting (row) chosen on the others, next to the setting chosen on all;
-``--replies FILE`` writes the replies themselves.
+``--replies FILE`` writes the replies themselves. As another client would send the same
+conversations (a fresh ``--reuse`` dir: it is another ingestion): ``--name-in-content`` puts
+the speaker's name at the head of each message's content too, ``--no-captions`` leaves out
+the photo captions, ``--apart S`` spaces the turns S seconds apart (default 30).
 """
 
 from __future__ import annotations
@@ -123,7 +126,10 @@ def evidence_ids(evidence: object, known: set[str]) -> frozenset[str]:
     return frozenset(t for t in re.split(r"[\s;,]+", text) if t in known)
 
 
-def load(path: Path, skip: set[int]) -> list[Conversation]:
+def load(path: Path, skip: set[int], captions: bool = True,
+         apart: float = 30.0) -> list[Conversation]:
+    """The conversations, each turn's photo caption in its text (``captions``), turns
+    ``apart`` seconds from their session's start."""
     out = []
     for n, sample in enumerate(json.loads(path.read_text())):
         conv = sample["conversation"]
@@ -134,10 +140,10 @@ def load(path: Path, skip: set[int]) -> list[Conversation]:
             start = _session_time(conv[f"{key}_date_time"])
             for i, turn in enumerate(conv[key]):
                 text = turn["text"]
-                if turn.get("blip_caption"):
+                if captions and turn.get("blip_caption"):
                     text = f"{text} [shares a photo: {turn['blip_caption']}]"
                 turns.append(Turn(turn["dia_id"], turn["speaker"], text,
-                                  start + timedelta(seconds=30 * i), key))
+                                  start + timedelta(seconds=apart * i), key))
         known = {t.dia_id for t in turns}
         questions = tuple(
             Question(q["question"], ids, int(q["category"]))
@@ -173,8 +179,11 @@ def as_returned(merged: list[ScoredMemory]) -> list[Hit]:
     return [cited(hit) for hit in merged]
 
 
-async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) -> int:
-    """Publish every conversation into one cube per speaker; returns chunks published."""
+async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int,
+                 name_in_content: bool = False) -> int:
+    """Publish every conversation into one cube per speaker; returns chunks published.
+    ``name_in_content``: the speaker's name also at the head of each message's content, as
+    some clients send it ("Caroline: …")."""
     last: dict[str, WriteToken] = {}
     published = 0
     for conv in convs:
@@ -186,7 +195,9 @@ async def ingest(client: MemoryClient, convs: list[Conversation], chunk: int) ->
             for session, turns in by_session.items():
                 for i in range(0, len(turns), chunk):
                     messages = [{"id": t.dia_id, "role": "user" if t.speaker == speaker
-                                 else "assistant", "name": t.speaker, "content": t.text,
+                                 else "assistant", "name": t.speaker,
+                                 "content": f"{t.speaker}: {t.text}" if name_in_content
+                                 else t.text,
                                  "timestamp": t.at} for t in turns[i:i + chunk]]
                     last[cube] = await client.add_messages(cube, messages, session_id=session)
                     published += 1
@@ -424,6 +435,14 @@ async def main() -> None:
     parser.add_argument("--loo", action="store_true",
                         help="also run, as variants, each setting the defaults were tuned over "
                         f"({', '.join(TUNED)}), for the leave-one-conversation-out figure")
+    parser.add_argument("--name-in-content", action="store_true",
+                        help="ingest as a client that also puts the speaker's name at the head "
+                        "of each message's content ('Caroline: …'; the name is in `name` too)")
+    parser.add_argument("--no-captions", action="store_true",
+                        help="leave out the photo captions LoCoMo adds to some turns (memstream "
+                        "and the baselines alike)")
+    parser.add_argument("--apart", type=float, default=30.0, metavar="S",
+                        help="seconds between the turns of a session (default %(default)s)")
     parser.add_argument("--skip-categories", default=DEFAULT_SKIP, metavar="N[,N…]",
                         help="question categories left out (default: %(default)s, the "
                         "questions no evidence answers)")
@@ -447,15 +466,22 @@ async def main() -> None:
     skip = {int(c) for c in args.skip_categories.split(",") if c.strip()}
     names = {int(k): v for k, v in (kv.split("=", 1) for kv in args.category_names.split(",")
                                     if "=" in kv)}
-    convs = load(args.path, skip)[: args.conversations or None]
+    convs = load(args.path, skip, not args.no_captions, args.apart)[
+        : args.conversations or None]
     if args.only:
         convs = [c for c in convs if c.name in args.only]
     depth = max(KS)
+    # how the client sent the conversations, when not as by default (a reuse dir holds one)
+    client_shape = ", ".join(
+        [*(["name in content"] if args.name_in_content else []),
+         *(["no captions"] if args.no_captions else []),
+         *([f"turns {args.apart:g} s apart"] if args.apart != 30.0 else [])])
     n_turns = sum(len(c.turns) for c in convs)
     n_questions = sum(len(c.questions) for c in convs)
     kept = sorted({q.category for c in convs for q in c.questions})
     print(f"{len(convs)} conversations, {n_turns} turns, {n_questions} questions "
-          f"(categories {kept}), {2 * len(convs)} cubes, chunks of {args.chunk} turns",
+          f"(categories {kept}), {2 * len(convs)} cubes, chunks of {args.chunk} turns"
+          + (f"; sent as another client would: {client_shape}" if client_shape else ""),
           flush=True)
 
     rows: dict[str, dict[tuple[str, str], list[Hit]]] = {}
@@ -466,7 +492,8 @@ async def main() -> None:
         settings = Settings(data_dir=data, kafka={"partitions": 4})
         marker = data / "retrieval-quality.json"
         done = {"path": str(args.path.resolve()), "chunk": args.chunk,
-                "conversations": args.conversations, "only": sorted(args.only)}
+                "conversations": args.conversations, "only": sorted(args.only),
+                **({"client": client_shape} if client_shape else {})}
         async with EmbeddedStack(settings) as stack, \
                 Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
                 MemoryClient(settings, stack.bootstrap) as client:
@@ -478,7 +505,7 @@ async def main() -> None:
                 print(f"reusing the ingestion in {data}")
             else:
                 t0 = time.perf_counter()
-                chunks = await ingest(client, convs, args.chunk)
+                chunks = await ingest(client, convs, args.chunk, args.name_in_content)
                 ingest_s = time.perf_counter() - t0
                 marker.write_text(json.dumps({"done": done, "s": ingest_s, "chunks": chunks}))
             print(f"ingested {chunks} chunks ({2 * n_turns} turn copies) in {ingest_s:.0f}s "
