@@ -19,6 +19,12 @@ from memstream.cli.errors import not_empty
 from memstream.topics.context import DEFAULT_BUDGET, Unit
 from memstream.topics.events import MAX_TOP_K
 
+# search and context: one cube, or several as one ranking
+cubes_option = click.option(
+    "--cube", "cube_ids", multiple=True, callback=not_empty,
+    help="The memory cube (default: the user id); repeat it to read several as one: one "
+         "ranking over them all.")
+
 
 @click.command()
 @click.argument("file", required=False, type=click.Path(allow_dash=True, dir_okay=False,
@@ -57,9 +63,7 @@ def add(file: Path | None, user_id: str, cube_id: str | None, text: str | None, 
 @click.command()
 @click.argument("query", callback=not_empty)
 @user_option
-@click.option("--cube", "cube_ids", multiple=True, callback=not_empty,
-              help="The memory cube (default: the user id); repeat it to search several "
-                   "as one: one ranking over them all.")
+@cubes_option
 @click.option("--top-k", default=10, show_default=True, type=click.IntRange(1, MAX_TOP_K))
 @click.option("--mode", type=click.Choice(["fast", "fine"]), default="fast", show_default=True)
 @click.option("--type", "memory_type", default="All", show_default=True,
@@ -88,9 +92,7 @@ def search(query: str, user_id: str, cube_ids: tuple[str, ...], top_k: int, mode
 @click.command()
 @click.argument("query", callback=not_empty)
 @user_option
-@click.option("--cube", "cube_ids", multiple=True, callback=not_empty,
-              help="The memory cube (default: the user id); repeat it to draw on several "
-                   "as one: one ranking over them all.")
+@cubes_option
 @click.option("--budget", type=click.IntRange(1), default=None, metavar="N",
               help="At most N characters (default 2000).")
 @click.option("--tokens", type=click.IntRange(1), default=None, metavar="N",
