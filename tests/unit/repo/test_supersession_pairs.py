@@ -1,7 +1,9 @@
 """The supersession set (``tests/data/supersession_pairs.jsonl``, read by
 ``bench/supersession.py``) has the shape the bench counts on: enough pairs, half of them or
 more explicit changes, every near-miss kind, both languages and mixed pairs, and terms that
-tell the current fact's hits from the stale one's."""
+tell the current fact's hits from the stale one's. The held-out set
+(``supersession_heldout3.jsonl``) is held to the same per-pair checks and a composition of
+its own."""
 
 from __future__ import annotations
 
@@ -11,13 +13,20 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from tests.support.paths import DATA
 
-PAIRS: list[dict[str, Any]] = [
-    json.loads(line)
-    for line in (DATA / "supersession_pairs.jsonl").read_text(encoding="utf-8").splitlines()
-    if line.strip()
-]
+
+def load(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line)
+            for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+Pairs = list[dict[str, Any]]
+PAIRS = load("supersession_pairs.jsonl")
+HELDOUT3 = load("supersession_heldout3.jsonl")
+EVERY_SET = pytest.mark.parametrize("pairs", [PAIRS, HELDOUT3], ids=["pairs", "heldout3"])
 NEAR_MISS_KINDS = {"plan", "trip", "other_person", "other_time", "hypothetical",
                    "other_attribute"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -36,20 +45,22 @@ def holds(text: str, terms: list[str]) -> bool:
     return any(t.lower() in text.lower() for t in terms)
 
 
-def test_every_line_has_the_fields_the_bench_reads() -> None:
+@EVERY_SET
+def test_every_line_has_the_fields_the_bench_reads(pairs: Pairs) -> None:
     fields = {"id", "lang", "kind", "old", "new", "question", "current", "answer_terms",
               "stale_terms"}
-    for pair in PAIRS:
+    for pair in pairs:
         assert fields <= pair.keys(), pair.get("id")
         for which in ("old", "new"):
             assert pair[which]["text"].strip(), pair["id"]
         assert pair["question"].rstrip().endswith(("?", "？")), pair["id"]
         assert pair["answer_terms"] and pair["stale_terms"], pair["id"]
-    assert len({p["id"] for p in PAIRS}) == len(PAIRS)
+    assert len({p["id"] for p in pairs}) == len(pairs)
 
 
-def test_the_later_statement_is_said_on_a_later_day_with_a_timezone() -> None:
-    for pair in PAIRS:
+@EVERY_SET
+def test_the_later_statement_is_said_on_a_later_day_with_a_timezone(pairs: Pairs) -> None:
+    for pair in pairs:
         old, new = (datetime.fromisoformat(pair[w]["said_at"]) for w in ("old", "new"))
         assert old.tzinfo is not None and new.tzinfo is not None, pair["id"]
         assert new.date() > old.date(), pair["id"]
@@ -77,8 +88,9 @@ def test_composition_by_language() -> None:
         assert {p["lang"] for p in PAIRS if p["kind"] == kind} >= {"en", "zh"}, kind
 
 
-def test_the_languages_are_what_the_label_says() -> None:
-    for pair in PAIRS:
+@EVERY_SET
+def test_the_languages_are_what_the_label_says(pairs: Pairs) -> None:
+    for pair in pairs:
         texts = (pair["old"]["text"], pair["new"]["text"])
         match pair["lang"]:
             case "en":
@@ -90,8 +102,9 @@ def test_the_languages_are_what_the_label_says() -> None:
                 assert any(english(t) for t in texts), pair["id"]
 
 
-def test_the_terms_tell_the_current_fact_from_the_stale_one() -> None:
-    for pair in PAIRS:
+@EVERY_SET
+def test_the_terms_tell_the_current_fact_from_the_stale_one(pairs: Pairs) -> None:
+    for pair in pairs:
         change = pair["kind"] == "change"
         assert pair["current"] == ("new" if change else "old"), pair["id"]
         current = pair[pair["current"]]["text"]
@@ -102,9 +115,22 @@ def test_the_terms_tell_the_current_fact_from_the_stale_one() -> None:
             assert not holds(other, pair["answer_terms"]), pair["id"]
 
 
-def test_the_statements_are_the_users_own_and_distinct() -> None:
+@EVERY_SET
+def test_the_statements_are_the_users_own_and_distinct(pairs: Pairs) -> None:
     first_person = re.compile(r"\b(I|I'm|I've|I'd|My|my|me|We|we)\b|我")
-    for pair in PAIRS:
+    for pair in pairs:
         assert pair["old"]["text"] != pair["new"]["text"], pair["id"]
         for which in ("old", "new"):
             assert first_person.search(pair[which]["text"]), (pair["id"], which)
+
+
+def test_the_heldout_set_composition() -> None:
+    kinds = Counter(p["kind"] for p in HELDOUT3)
+    assert len(HELDOUT3) == 60 and kinds["change"] == 30
+    assert all(kinds[k] == 5 for k in NEAR_MISS_KINDS), kinds
+    assert all(p["id"].startswith("ho3-") for p in HELDOUT3)
+    by = Counter((p["lang"], p["kind"] == "change") for p in HELDOUT3)
+    for change in (True, False):
+        assert (by[("en", change)], by[("zh", change)], by[("mixed", change)]) == (13, 11, 6), by
+    for kind in NEAR_MISS_KINDS:
+        assert {p["lang"] for p in HELDOUT3 if p["kind"] == kind} >= {"en", "zh"}, kind
