@@ -13,6 +13,7 @@ from memstream.cli.log import as_of, explain, freeze, history, restore, sweep, u
 from memstream.cli.memories import add, context, dump, load, search
 from memstream.cli.nodes import backup, dead_letters, delete, feedback, get, list_, update
 from memstream.cli.replay import drop_views, promote, replay
+from memstream.cli.share import share, unshare
 from memstream.cli.stack import demo, down, status, up, worker
 from memstream.cli.ui import ui
 
@@ -33,6 +34,8 @@ COMMANDS: tuple[click.Command, ...] = (
     add, search, context, dump, load,
     # single memories and the operator's queues (nodes.py)
     get, list_, update, feedback, delete, dead_letters, backup,
+    # a cube shared with another user, or no longer (share.py)
+    share, unshare,
     # a user's cubes erased everywhere, then checked (erase.py)
     erase,
     # the log and a memory's lifecycle (log.py)

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from memstream.agents.memory_tools import Identity, MemoryTools
 from memstream.client.client import MemoryServiceError
 from memstream.topics.events import MAX_SEARCH_CUBES, ShareCube
+from tests.support.cli import pipeline_env, run_cli
 from tests.support.pipeline import Pipeline
 
 TEAM = ["Carol lives in Oslo.", "Dan lives in Rome.", "The team meets on Thursdays.",
@@ -131,3 +132,29 @@ async def test_an_mcp_server_given_a_shared_cube_searches_it_with_its_own(
     assert found[0]["memory"] == "The chess club meets in room 4 on Fridays.", found
     block = await reading.context(query, 400, "chars")
     assert block["context"].count("room 4") == 1 and block["ids"], block
+
+
+async def test_the_command_line_shares_a_cube_and_searches_it_with_ones_own(
+    pipeline: Pipeline,
+) -> None:
+    client = pipeline.client
+    await client.wait_applied(await client.add_memories("ivy", ["Ivy drinks oat milk."]),
+                              timeout=60)
+    await client.wait_applied(await client.add_memories(
+        "jon", ["The band rehearses in the garage on Wednesdays."], cube_id="band"), timeout=60)
+    env = pipeline_env(pipeline)
+    search = ("search", "when does the band rehearse?", "--user", "ivy", "--cube", "ivy",
+              "--cube", "band")
+    refused = await run_cli(env, *search)
+    assert refused.code == 1 and "may not read cube 'band'" in refused.err, refused.text
+    not_owner = await run_cli(env, "share", "band", "--user", "ivy", "--with", "ivy")
+    assert not_owner.code == 1 and "only the owner of cube 'band'" in not_owner.err
+    shared = await run_cli(env, "share", "band", "--user", "jon", "--with", "ivy")
+    assert shared.code == 0 and "cube 'band' shared with ivy (read)" in shared.out, shared.text
+    found = await run_cli(env, *search, "--top-k", "2")
+    assert found.code == 0, found.text
+    assert found.out.index("rehearses in the garage") < found.out.index("oat milk")
+    assert "band" in found.out and "ivy" in found.out  # each hit's cube
+    gone = await run_cli(env, "unshare", "band", "--user", "jon", "--with", "ivy")
+    assert gone.code == 0, gone.text
+    assert (await run_cli(env, *search)).code == 1
