@@ -15,6 +15,10 @@ already did so for a commit's refusal; this does it for heartbeats and SyncGroup
 answer led to a reset is read from the coordinator's response just before it (no await lies
 between the two).
 
+**A stopping consumer is left alone.** Neither fix applies once its close has begun: it
+forgets its member id and leaves as aiokafka would, so a group being stopped never starts
+another round.
+
 **An empty assignment is a round to redo.** noida can answer a member's SyncGroup with no
 assignment at all (a member the leader did not assign, seen when workers start together);
 aiokafka fails to decode it and its coordinator task dies, so the worker never finishes
@@ -61,16 +65,22 @@ async def _send_req(self: GroupCoordinator, request: Any) -> Any:
     return response
 
 
+def closing(coordinator: Any) -> bool:
+    """The consumer is stopping: it leaves the group, it does not rejoin it."""
+    fut = getattr(coordinator, "_closing", None)
+    return fut is not None and fut.done()
+
+
 def _reset_generation(self: GroupCoordinator) -> None:
     member_id = self.member_id
     _original["reset"](self)  # generation (and member id) cleared, a rejoin requested
-    if member_id and getattr(self, "_memstream_stale_generation", False):
+    if member_id and getattr(self, "_memstream_stale_generation", False) and not closing(self):
         self.member_id = member_id
 
 
 async def _send_sync_group_request(self: CoordinatorGroupRebalance, request: Any) -> Any:
     assignment = await _original["sync"](self, request)
-    if assignment is not None and not assignment:
+    if assignment is not None and not assignment and not closing(self._coordinator):
         log.warning("group %s gave member %s no assignment at all; joining again",
                     self.group_id, self._coordinator.member_id)
         self._coordinator.request_rejoin()

@@ -34,9 +34,10 @@ def commit(*codes: int) -> OffsetCommitResponse_v2:
 class Coordinator:
     """What the patched methods touch of aiokafka's GroupCoordinator."""
 
-    def __init__(self, response: Any = None) -> None:
+    def __init__(self, response: Any = None, closing: bool = False) -> None:
         self.generation, self.member_id, self.rejoins = 7, MEMBER, 0
         self.response = response
+        self._closing = SimpleNamespace(done=lambda: closing)
 
     def request_rejoin(self) -> None:
         self.rejoins += 1
@@ -97,3 +98,24 @@ def test_an_empty_assignment_means_joining_again(monkeypatch: pytest.MonkeyPatch
     assert asyncio.run(rejoin._send_sync_group_request(rebalance, object())) == b"\x00\x01"
     assert asyncio.run(rejoin._send_sync_group_request(rebalance, object())) is None
     assert coordinator.rejoins == 1  # a failed sync: aiokafka itself asked for the rejoin
+
+
+@pytest.mark.usefixtures("aiokafka_stand_ins")
+def test_a_stopping_consumer_forgets_its_member_id_and_does_not_rejoin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    coordinator = Coordinator(heartbeat(ILLEGAL_GENERATION), closing=True)
+
+    async def answered_then_reset() -> None:
+        await rejoin._send_req(coordinator, object())  # type: ignore[arg-type]
+        rejoin._reset_generation(coordinator)  # type: ignore[arg-type]
+    asyncio.run(answered_then_reset())
+    assert coordinator.member_id == ""  # as aiokafka leaves it: no round kept alive
+
+    async def send_sync(self: Any, request: object) -> bytes:
+        return b""
+    monkeypatch.setitem(rejoin._original, "sync", send_sync)
+    stopping = Coordinator(closing=True)
+    rebalance: Any = SimpleNamespace(group_id="g", _coordinator=stopping)
+    assert asyncio.run(rejoin._send_sync_group_request(rebalance, object())) == b""
+    assert stopping.rejoins == 0  # aiokafka's own handling, as before the patch
