@@ -24,6 +24,7 @@ from memstream.kafka.compat import configure_fetch_pause, needs_pause
 from memstream.kafka.log_ends import LogWatch
 from memstream.kafka.members import remove_stale_members
 from memstream.kafka.progress import Progress
+from memstream.kafka.rejoin import patch_rejoin
 from memstream.kafka.trim import trim_forever
 from memstream.security.keys import activate as activate_keys
 from memstream.security.keys import release as release_keys
@@ -135,6 +136,7 @@ class Worker:
         tracing.configure(s.tracing, "memstream-worker")
         if needs_pause(s.kafka, self.bootstrap):  # the embedded broker never long-polls
             configure_fetch_pause(s.kafka)
+        patch_rejoin()  # a rebalance's survivors rejoin as themselves (kafka.rejoin)
         if (key_dir := s.erasure_key_dir) is not None:
             activate_keys(key_dir)  # seal and open event values with per-cube keys
             self._keys = key_dir

@@ -247,7 +247,8 @@ def _fetch_again_if_missing(consumer: Consumer, tp: TP, committed: int, first_ac
     log.warning("%s[%d]: the record at offset %d was never handed over while records from %d "
                 "on were handled; fetching the partition again from %d", tp.topic,
                 tp.partition, committed, first_acked, committed)
-    task = asyncio.get_running_loop().create_task(consumer.seek(tp, committed))
+    # on the consumer's thread (``seek_wait``), never under its fetch (runtime.read_offsets)
+    task = asyncio.get_running_loop().create_task(consumer.seek_wait({tp: committed}))
     _seeks.add(task)
     task.add_done_callback(_seeks.discard)
 

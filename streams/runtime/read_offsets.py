@@ -66,12 +66,15 @@ async def seek_uncommitted_to_start(consumer: Consumer) -> None:
         log.warning("could not read where %d partitions start (%s); they fetch on from where "
                     "the consumer stood", len(held), exc)
         return
-    for tp in held:
-        start = starts.get(tp)
-        if start is None:
-            continue
-        await consumer.seek(tp, start)
-        consumer._committed_offset[tp] = start
+    sought = {tp: start for tp in held if (start := starts.get(tp)) is not None}
+    if not sought:
+        return
+    # On the consumer's own thread (faust's ``seek_wait``), as faust seeks to committed
+    # offsets: ``seek`` from this thread drops the partition's fetched records while the
+    # consumer thread may be iterating them (aiokafka's ``fetched_records``), and its
+    # KeyError crashed the fetcher of a worker taking partitions over (tests/e2e/test_takeover.py).
+    await consumer.seek_wait(sought)
+    consumer._committed_offset.update(sought)
     log.debug("sought %d partitions without a commit to the start of their logs", len(held))
 
 

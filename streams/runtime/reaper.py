@@ -5,7 +5,9 @@ The embedded noida-db broker never expires a member whose process died (see
 stayed a member with its partitions for good (``bench/scale.py --kill``: ``memory.items``
 partitions held pending records for minutes, until the run gave up). Starting workers
 already drop such members; a running worker now also looks every session timeout, so the
-survivor takes the partitions over as Kafka itself would after the session timeout.
+survivor takes the partitions over as Kafka itself would after the session timeout. The
+broker then starts a new round at once; that the survivors rejoin it under the member ids
+they have, rather than beside them (which left three workers stuck), is ``kafka.rejoin``'s.
 """
 
 from __future__ import annotations

@@ -116,13 +116,14 @@ async def test_after_a_rebalance_a_partition_without_a_commit_is_read_from_its_s
     async def earliest_offsets(*tps: TP) -> dict[TP, int]:
         return dict.fromkeys(tps, 3)  # the log's start (records before it were deleted)
 
-    async def seek(tp: TP, offset: int) -> None:
-        sought[tp] = offset
+    async def seek_wait(partitions: dict[TP, int]) -> None:
+        sought.update(partitions)
 
     consumer: Any = SimpleNamespace(
         assignment=lambda: {committed_tp, fresh_tp, changelog_tp},
         _is_changelog_tp=lambda tp: tp == changelog_tp,
-        _committed_offset={committed_tp: 40}, earliest_offsets=earliest_offsets, seek=seek)
+        _committed_offset={committed_tp: 40}, earliest_offsets=earliest_offsets,
+        seek_wait=seek_wait)
     await seek_uncommitted_to_start(consumer)
     # sought back even if the consumer had fetched past its first records; a commit then
     # needs every record from 3 acked; faust's recovery owns the changelog's position
