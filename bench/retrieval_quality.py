@@ -3,6 +3,7 @@ would build instead over the very chunks memstream ingests.
 
     python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--only ID]
                                           [--reuse DIR] [--variant FIELD=VALUE[,…]]
+                                          [--loo]
 
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
@@ -31,8 +32,9 @@ context`` renders a reply (``memstream.topics.context``: hits in rank order unti
 whose entry does not fit, an excerpt's statement not written twice, a first hit too large
 cut). Search latency is timed per search through the client.
 ``--reuse DIR`` keeps the stores (ingestion takes many minutes): a second run with the same
-data only searches again; ``--variant`` runs the questions again with search settings
-changed, on the same ingestion (``--loo`` each setting the defaults were tuned over); with
+data only searches again; ``--variant`` runs the questions again with fields of the search
+recipe changed (``topics/recipe.py``: ``fusion.turn_k=60``, ``recipe=precise`` for another
+preset), on the same ingestion (``--loo`` each field the defaults were tuned over); with
 several conversations the bench reports leave-one-conversation-out: each conversation scored
 with the setting (row) chosen on the others, next to the setting chosen on all;
 ``--replies FILE`` writes the replies themselves. As another client would send the same
@@ -328,10 +330,12 @@ def report(rows: dict[str, dict[tuple[str, str], list[Hit]]], convs: list[Conver
     return overall
 
 
-# The settings the defaults were chosen among on the dev split, one at a time (their
-# citations in topics/settings.py and docs/benchmarks.md): ``--loo`` runs each as a variant.
-TUNED = ("turn_rrf_k=60", "other_weight=0.5", "speaker_weight=0", "time_weight=0",
-         "before_share=0.5", "passage_after=0", "passage_turns=1", "cosine_spread=0")
+# The recipe fields the defaults were chosen among on the dev split, one at a time (each
+# with the figure that chose it in docs/benchmarks.md, *Search recipe*): ``--loo`` runs each
+# as a variant. ``excerpts.before_share=0.5`` is the ``precise`` preset.
+TUNED = ("fusion.turn_k=60", "boosts.others=0.5", "boosts.speaker=0", "fusion.dates=0",
+         "excerpts.before_share=0.5", "excerpts.passage_after=0", "excerpts.passage_turns=1",
+         "boosts.cosine_spread=0")
 
 
 def leave_one_out(rows: dict[str, dict[tuple[str, str], list[Hit]]],
@@ -430,10 +434,11 @@ async def main() -> None:
                         help="search what the --reuse dir holds without publishing or "
                         "waiting for the pipeline (a partial ingestion: say so when quoting)")
     parser.add_argument("--variant", action="append", default=[], metavar="FIELD=VALUE[,…]",
-                        help="also run the questions with these search settings changed "
-                        "(e.g. turn_ranking=false or window_after=3), same ingestion")
+                        help="also run the questions with these fields of the search recipe "
+                        "changed (e.g. recall.turns=false or excerpts.after=3; recipe=precise: "
+                        "another preset), same ingestion")
     parser.add_argument("--loo", action="store_true",
-                        help="also run, as variants, each setting the defaults were tuned over "
+                        help="also run, as variants, each field the defaults were tuned over "
                         f"({', '.join(TUNED)}), for the leave-one-conversation-out figure")
     parser.add_argument("--name-in-content", action="store_true",
                         help="ingest as a client that also puts the speaker's name at the head "
@@ -525,8 +530,8 @@ async def main() -> None:
             variants = [*args.variant, *(TUNED if args.loo else ())]
             for variant in ["", *dict.fromkeys(variants)]:
                 changes = dict(kv.split("=", 1) for kv in variant.split(",") if "=" in kv)
-                changed = default_search.model_validate({**default_search.model_dump(),
-                                                         **changes})
+                preset = changes.pop("recipe", None)
+                changed = default_search.with_overrides(changes, preset)
                 worker.deps.settings = worker.deps.settings.model_copy(
                     update={"search": changed})
                 label = f"memstream {variant}" if variant else "memstream fast (defaults)"

@@ -1,7 +1,7 @@
 """Facts that change: an explicit change closes the older fact, a near-miss never does.
 
     python bench/supersession.py tests/data/supersession_pairs.jsonl [--pairs N] [--errors]
-                                 [--plain FIELD=VALUE[,…]]
+                                 [--plain FIELD=VALUE[,…]]   # recipe fields
     python bench/supersession.py tests/data/supersession_pairs.jsonl --pairs 20   # quick
 
 Each labelled pair (an earlier and a later statement of the user, said on different days;
@@ -26,7 +26,8 @@ Baselines from the same run: the newest statement first (the same hits ranked by
 statement was said, nothing else), and plain search without validity: by default the same
 hits ordered by their score alone (what the reply exposes; it undoes a validity ranking
 only if that reorders hits without changing their scores), or, with ``--plain``, every
-question searched again with those search settings (e.g. a weight that turns validity off).
+question searched again with those fields of the search recipe changed (``topics/recipe.py``;
+``--plain boosts.current_first=false``: validity's ranking off).
 Figures per kind and per language; ``--errors`` lists each miss with the texts. Exits
 non-zero only when the stack or the data cannot be set up.
 """
@@ -275,7 +276,7 @@ async def run(pairs: list[Pair], plain_changes: dict[str, Any] | None) -> list[O
             plain: list[list[ScoredMemory]] | list[None] = [None] * len(pairs)
             if plain_changes is not None:
                 default = worker.deps.settings.search
-                changed = default.model_validate({**default.model_dump(), **plain_changes})
+                changed = default.with_overrides(plain_changes)
                 worker.deps.settings = worker.deps.settings.model_copy(update={"search": changed})
                 plain = await search_all(client, pairs)
                 worker.deps.settings = worker.deps.settings.model_copy(update={"search": default})
@@ -398,7 +399,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, help="this many pairs, spread through the file")
     parser.add_argument("--errors", action="store_true", help="list each miss with its texts")
     parser.add_argument("--plain", metavar="FIELD=VALUE[,…]",
-                        help="search settings without validity, for the plain baseline "
+                        help="recipe fields without validity, for the plain baseline, e.g. "
+                             "boosts.current_first=false "
                              "(default: the reply's hits ordered by score)")
     args = parser.parse_args()
     pairs = spread(load_pairs(args.labels), args.pairs)

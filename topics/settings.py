@@ -7,13 +7,28 @@ fields, e.g. ``MEMSTREAM_KAFKA__BOOTSTRAP_SERVERS=kafka:9092`` or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memstream.topics.recipe import (
+    FORMER_FIELDS,
+    Recipe,
+    RecipeName,
+    former_field_error,
+    resolve,
+)
 from memstream.topics.trust import SecuritySettings
 
 BrokerKind = Literal["noida", "tansu"]
@@ -244,67 +259,14 @@ class WorkerSettings(BaseModel):
 
 
 class SearchSettings(BaseModel):
-    """Searcher defaults."""
+    """Searcher defaults. How a search ranks is the recipe (``topics/recipe.py``): a named
+    preset and single fields of it changed, e.g. ``MEMSTREAM_SEARCH__RECIPE=precise`` and
+    ``MEMSTREAM_SEARCH__OVERRIDES='{"fusion.turn_k": 30}'``; ``ranking`` is the result."""
 
     default_top_k: int = Field(default=10, ge=1)
-    # A question about the present puts the statement that holds now above the one it
-    # replaced (streams.core.validity.current_first); off: ranked as if nothing had changed.
-    current_first: bool = True
-    topic_weight: float = 0.9
-    concept_weight: float = 0.95
-    fact_weight: float = 1.0
-    tag_overlap_min: int = 2
-    # Hybrid recall: the ranked lists (vector, keyword full-text, exact key, tag overlap) are
-    # fused by reciprocal rank, sum of weight / (rrf_k + rank), then weighted by level.
-    rrf_k: int = Field(default=60, ge=1)
-    vector_weight: float = Field(default=1.0, ge=0)
-    keyword_weight: float = Field(default=0.15, ge=0)
-    key_weight: float = Field(default=1.0, ge=0)
-    tag_weight: float = Field(default=0.5, ge=0)
-    # An episode (a chunk's turns) against a statement at equal rank; below 1 puts statements
-    # first, above 1 the turns around them.
-    episode_weight: float = Field(default=1.0, ge=0)
-    keyword_recall: bool = True
-    # A memory found by its vector alone scores its fused score times 1 - spread + spread *
-    # (how far its cosine stands above the candidates' median, as a share of the best one's
-    # lead): scores separate a clear answer from the rest (0: rank fusion alone, where the
-    # 2nd of 10 unrelated memories scores 0.98).
-    cosine_spread: float = Field(default=0.5, ge=0, le=1)
-    # Turn ranking of episodes (streams.core.turn_ranking): each turn scored by reciprocal-rank
-    # fusion of its statements' cosine, its BM25, its episode's cosine and its episode's BM25
-    # (these weights, ``turn_rrf_k``); a hit is the turn with neighbours of its session.
-    turn_ranking: bool = True
-    turn_dense_weight: float = Field(default=1.0, ge=0)
-    turn_bm25_weight: float = Field(default=1.5, ge=0)
-    episode_dense_weight: float = Field(default=1.0, ge=0)
-    episode_bm25_weight: float = Field(default=1.5, ge=0)
-    # k 10 (not 60): a turn's first places stand further above the rest (dev split, with
-    # other_weight 0.15: R@10 0.868 -> 0.882, B2000 0.686 -> 0.720; docs/benchmarks.md).
-    turn_rrf_k: int = Field(default=10, ge=1)
-    # Weight of the related words of a question (streams.core.related_words) in BM25.
-    related_weight: float = Field(default=0.5, ge=0)
-    # A question naming some of a cube's speakers: turns by the others count 1 - this (dev
-    # split R@10 0.871 -> 0.877 at other_weight 0.5; multi-hop and single-hop up).
-    speaker_weight: float = Field(default=0.2, ge=0, le=1)
-    # A question naming a date ("on 3 May 2023", "before June 10"): turns said in that period
-    # score as if first in one more ranking of this weight (streams.text.named_dates; dev
-    # split: B2000 0.731 -> 0.749, R@10 0.880 -> 0.888).
-    time_weight: float = Field(default=2.0, ge=0)
-    window_before: int = Field(default=1, ge=0)
-    window_after: int = Field(default=2, ge=0)
-    # A turn before the centre joins its excerpt only when its own score is at least this
-    # share of the centre's (0: always): the turn before is seldom the evidence, and each
-    # character it adds keeps a later hit out of a caller's budget (dev split, 0.5: B2000
-    # 0.720 -> 0.738, chars@10 6,390 -> 5,564, but R@10 0.882 -> 0.871; docs/benchmarks.md).
-    before_share: float = Field(default=0.0, ge=0)
-    # A window that continues a hit of the same session (no turn between them) extends that
-    # hit, up to this many turns, instead of taking another of the caller's places (1: never),
-    # when the hit is not among the first ``passage_after`` (those stay short, for a small
-    # context budget). Dev split (docs/benchmarks.md): R@10 0.888 -> 0.901 at 8 / 3, B2000
-    # unchanged, chars@10 +1,650.
-    passage_turns: int = Field(default=8, ge=1)
-    passage_after: int = Field(default=3, ge=0)
-    episode_pool: int = Field(default=50, ge=1)  # episodes ranked by cosine
+    recipe: RecipeName = "fast"
+    # recipe field (dotted path) -> value, applied to the preset
+    overrides: dict[str, Any] = Field(default_factory=dict)
     # The episode indexes of turn ranking (streams/core/episode_index.py) a worker holds, of
     # the cubes searched last: at most this many cubes and turns in all. A turn costs ~2 KB
     # (its episode's text, its words' postings), so 100,000 are ~210 MB however many cubes
@@ -312,21 +274,6 @@ class SearchSettings(BaseModel):
     # search (100 turns in 6-120 ms, 600 in 0.1-0.35 s: less when its words were met before).
     episode_index_cubes: int = Field(default=256, ge=1)
     episode_index_turns: int = Field(default=100_000, ge=1)
-    statement_pool: int = Field(default=150, ge=1)  # statements ranked by cosine (for turns)
-    # A statement extracted from a hit's centre turn is the hit, with the excerpt as context.
-    precise_hits: bool = True
-    # A memory an agent called ``irrelevant`` for a query (``Feedback``) scores times
-    # ``irrelevant_weight`` in a search whose query shares at least ``irrelevant_overlap`` of
-    # their content words (Jaccard of stemmed words, stopwords out): streams/core/feedback.py.
-    irrelevant_overlap: float = Field(default=0.5, gt=0, le=1)
-    irrelevant_weight: float = Field(default=0.5, ge=0, le=1)
-    # Memories outside episodes' turns (summaries, working memory, added facts) against a turn
-    # hit at the same fused score (their own fusion is normalised over fewer rankings, so at
-    # 1 summaries citing no turn took places from the turns: on LoCoMo conv-30, R@10 0.884
-    # at 1 against 0.910 at 0.5 with one turn before).
-    # At turn_rrf_k 10 a turn's score falls faster with its rank: 0.15 (dev split, same run:
-    # R@10 0.877 at 0.5 against 0.882, open-domain 0.395 against 0.474).
-    other_weight: float = Field(default=0.15, ge=0)
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each
     # request is answered as soon as it arrives).
@@ -344,6 +291,43 @@ class SearchSettings(BaseModel):
     # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
     # the most recently changed first: their first search is then as fast as the rest.
     warm_cubes: int = Field(default=8, ge=0)
+    _ranking: Recipe = PrivateAttr(default_factory=Recipe)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_former_fields(cls, data: object) -> object:
+        """An old flat ranking setting is refused by name, not ignored (topics/recipe.py)."""
+        if isinstance(data, dict):
+            for key in data:
+                if str(key).lower() in FORMER_FIELDS:
+                    raise ValueError(former_field_error(str(key).lower()))
+        return data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> SearchSettings:
+        self._ranking = resolve(self.recipe, self.overrides)
+        return self
+
+    @property
+    def ranking(self) -> Recipe:
+        """The recipe a search ranks by: the preset with the overrides applied."""
+        return self._ranking
+
+    def with_overrides(self, overrides: Mapping[str, Any],
+                       recipe: str | None = None) -> SearchSettings:
+        """These settings with more recipe fields changed (dotted paths), and another preset
+        when ``recipe`` names one."""
+        return SearchSettings.model_validate({
+            **self.model_dump(), "recipe": recipe or self.recipe,
+            "overrides": {**self.overrides, **overrides}})
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> SearchSettings:
+        """A copy whose ``ranking`` follows a changed ``recipe`` or ``overrides``."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update and {"recipe", "overrides"} & set(update):
+            copied._ranking = resolve(copied.recipe, copied.overrides)
+        return copied
 
 
 class ReorganizeSettings(BaseModel):

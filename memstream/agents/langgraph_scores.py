@@ -8,7 +8,7 @@ therefore scored again over the merged candidates, as one search of a cube holdi
 would score them (``streams/core/retrieval.py``, fast mode): the cosine of each candidate's
 vector with the query's ranks them all, BM25 over their words ranks those sharing the
 query's words, an exact key match ranks those whose key is the query; the ranks are fused by
-reciprocal rank with the search settings' weights, normalised so that first in every ranking
+reciprocal rank with the search recipe's weights, normalised so that first in every ranking
 scores 1, and a candidate found by its vector alone is weighted by how far its cosine
 stands above the others' (``cosine_standing``).
 
@@ -76,22 +76,24 @@ class MergedScores:
         fused = self._fuse(ranked)
         matched = {i for name, found in ranked.items() if name != "vector" for i in found}
         standing = cosine_standing([float(c) for c in cosines],
-                                   self.settings.search.cosine_spread)
+                                   self.settings.search.ranking.boosts.cosine_spread)
         return [fused.get(i, 0.0) * (1.0 if i in matched else standing[i]) for i in ids]
 
     def _fuse(self, ranked: dict[str, list[int]]) -> dict[int, float]:
         """Reciprocal-rank fusion as the search stage's ``fuse``: first in every list = 1."""
-        cfg = self.settings.search
-        weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight,
-                   "key": cfg.key_weight}
+        from memstream.streams.core.retrieval import statement_weights
+
+        fusion = self.settings.search.ranking.fusion
+        weights = statement_weights(fusion)
+        k = fusion.statement_k
         fused: dict[int, float] = {}
         best = 0.0
         for name, found in ranked.items():
             if weights[name] <= 0 or not found:
                 continue
-            best += weights[name] / (cfg.rrf_k + 1)
+            best += weights[name] / (k + 1)
             for rank, i in enumerate(found, start=1):
-                fused[i] = fused.get(i, 0.0) + weights[name] / (cfg.rrf_k + rank)
+                fused[i] = fused.get(i, 0.0) + weights[name] / (k + rank)
         return {i: v / best for i, v in fused.items()} if best > 0 else fused
 
     async def _node_vectors(self, nodes: Sequence[MemoryItem]) -> np.ndarray:

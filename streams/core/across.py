@@ -8,11 +8,11 @@ embedded and its goal parsed once for all), and the hits are merged on the worke
   every ranking it fuses scores 1, so the best hit of a cube that holds nothing on the
   question scores as high as the answer in another cube. Each cube's hits are therefore
   weighted by how its best evidence stands among all the cubes' (``cosine_standing``, the
-  same measure and ``search.cosine_spread`` a single search applies to its candidates): the
-  cosine of each hit's memory with the query, the cube's best against the median and the
-  best of every hit returned. A cube whose best hit is as close as any keeps its scores;
-  one whose best lies at or below the median is weighted by ``1 - cosine_spread``. Within
-  a cube the order is the cube's own.
+  same measure and the recipe's ``boosts.cosine_spread`` a single search applies to its
+  candidates): the cosine of each hit's memory with the query, the cube's best against the
+  median and the best of every hit returned. A cube whose best hit is as close as any keeps
+  its scores; one whose best lies at or below the median is weighted by
+  ``1 - cosine_spread``. Within a cube the order is the cube's own.
 - **Distinct evidence.** Two cubes that hold the same turns (both speakers') return the
   same excerpts: ``distinct`` joins them, as it does within a cube.
 - fine mode's reasoner picks once, from the merged shortlist.
@@ -82,7 +82,8 @@ async def cube_weights(deps: Deps, cubes: Sequence[str],
     if not everything:
         return [1.0] * len(cubes)
     best = [max(cosines) if cosines else min(everything) for cosines in per_cube]
-    return cosine_standing(best, deps.settings.search.cosine_spread, among=everything)
+    return cosine_standing(best, deps.settings.search.ranking.boosts.cosine_spread,
+                           among=everything)
 
 
 async def _none() -> list[VectorRecord]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from memstream.streams.core.lexical import terms
 from memstream.topics.events import ScoredMemory
 from memstream.topics.models import MemoryItem, Verdict
-from memstream.topics.settings import SearchSettings
+from memstream.topics.recipe import Boosts
 
 # The queries a memory was called irrelevant for: the newest this many are kept.
 IRRELEVANT_KEPT = 20
@@ -67,7 +67,7 @@ def irrelevant_to(node: MemoryItem, words: set[str], at_least: float) -> bool:
 
 
 def after_feedback(found: Sequence[ScoredMemory], query: str,
-                   settings: SearchSettings) -> list[ScoredMemory]:
+                   boosts: Boosts) -> list[ScoredMemory]:
     """Ranked hits without the ``wrong`` ones, and those called irrelevant for a query like
     ``query`` (``irrelevant_overlap``) scored times ``irrelevant_weight``, re-sorted by score
     (stable: equal scores keep their order)."""
@@ -75,6 +75,6 @@ def after_feedback(found: Sequence[ScoredMemory], query: str,
     if not any(s.item.metadata.irrelevant_for for s in kept):
         return kept
     words = set(terms(query))
-    out = [s.model_copy(update={"score": round(s.score * settings.irrelevant_weight, 4)})
-           if irrelevant_to(s.item, words, settings.irrelevant_overlap) else s for s in kept]
+    out = [s.model_copy(update={"score": round(s.score * boosts.irrelevant, 4)})
+           if irrelevant_to(s.item, words, boosts.irrelevant_overlap) else s for s in kept]
     return sorted(out, key=lambda s: -s.score)

@@ -37,6 +37,7 @@ from memstream.streams.prompts.search import (
 from memstream.streams.runtime.stage import Deps
 from memstream.topics.events import ScoredMemory, SearchRequest
 from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.recipe import UNIT, Fusion
 
 log = logging.getLogger("memstream.search")
 
@@ -149,7 +150,7 @@ async def keyword_recall(req: SearchRequest, deps: Deps, filters: Sequence[Filte
     the 30 of each search cost more than the rest of its graph reads together."""
     stored = [t for t in requested_types(req.memory_type)
               if t != "WorkingMemory" and not (skip_episodes and t == "EpisodicMemory")]
-    if not stored or not deps.settings.search.keyword_recall:
+    if not stored or deps.settings.search.ranking.fusion.keyword <= 0:
         return []
     with tracing.span("memstream.search.recall.keyword") as span:
         hits = await deps.query.keyword_ids(req.cube_id, req.query, top_k, stored, filters)
@@ -168,6 +169,7 @@ async def recall(
                   if not (skip_episodes and t == "EpisodicMemory"))
     stored: list[MemoryType] = [t for t in types if t != "WorkingMemory"]
     found = Candidates()
+    recipe = deps.settings.search.ranking
     # Working memory holds at most its capacity, so a vector search with a pool at least that
     # large scores every working-memory item, in the same call as long-term recall.
     pool = max(top_k, deps.settings.memory.working_memory_capacity)
@@ -178,12 +180,11 @@ async def recall(
         return await key_recall(req, deps, goal.keys, filters, top_k)
 
     async def by_tags() -> list[MemoryItem]:
-        if not stored or len(goal.tags) < deps.settings.search.tag_overlap_min:
+        if not stored or recipe.fusion.tags <= 0 or len(goal.tags) < recipe.recall.tags_min:
             return []
         with tracing.span(RECALL_GRAPH, {"memstream.recall": "tags"}):
             hits = await deps.query.neighbors_by_tags(
-                req.cube_id, goal.tags, min_overlap=deps.settings.search.tag_overlap_min,
-                limit=top_k)
+                req.cube_id, goal.tags, min_overlap=recipe.recall.tags_min, limit=top_k)
         return [h.node for h in hits
                 if h.node.metadata.memory_type in stored and matches_all(h.node, filters)]
 
@@ -222,28 +223,27 @@ async def recall(
     return found
 
 
-_WEIGHT_FIELD = {"topic": "topic_weight", "concept": "concept_weight", "fact": "fact_weight"}
-
-
-def level_weight(deps: Deps, level: str) -> float:
-    return float(getattr(deps.settings.search, _WEIGHT_FIELD.get(level, "fact_weight")))
+def statement_weights(fusion: Fusion) -> dict[str, float]:
+    """The statement fusion's rankings and their weights (the dense one and the exact key
+    are the unit)."""
+    return {"vector": UNIT, "keyword": fusion.keyword, "key": UNIT, "tags": fusion.tags}
 
 
 def fuse(deps: Deps, lists: dict[str, list[str]]) -> dict[str, float]:
     """Reciprocal-rank fusion: each id scores the sum over the lists that hold it of
     weight / (k + rank), normalised so that first place in every list scores 1."""
-    cfg = deps.settings.search
-    weights = {"vector": cfg.vector_weight, "keyword": cfg.keyword_weight,
-               "key": cfg.key_weight, "tags": cfg.tag_weight}
+    fusion = deps.settings.search.ranking.fusion
+    weights = statement_weights(fusion)
+    k = fusion.statement_k
     fused: dict[str, float] = {}
     best = 0.0
     for name, ids in lists.items():
         weight = weights.get(name, 0.0)
         if weight <= 0 or not ids:
             continue
-        best += weight / (cfg.rrf_k + 1)
+        best += weight / (k + 1)
         for rank, node_id in enumerate(ids, start=1):
-            fused[node_id] = fused.get(node_id, 0.0) + weight / (cfg.rrf_k + rank)
+            fused[node_id] = fused.get(node_id, 0.0) + weight / (k + rank)
     return {i: v / best for i, v in fused.items()} if best > 0 else fused
 
 
@@ -288,19 +288,17 @@ async def rerank(
              for name, ranked in candidates.ranked.items()}
     lists["vector"] = sorted(ids, key=lambda i: (-cosines[i], i))
     fused = fuse(deps, lists)
-    standing = cosine_standing([cosines[i] for i in ids], deps.settings.search.cosine_spread)
+    recipe = deps.settings.search.ranking
+    standing = cosine_standing([cosines[i] for i in ids], recipe.boosts.cosine_spread)
     # words, a key or tags found it: its evidence is not the cosine
     matched = {i for name, ranked in lists.items() if name != "vector" for i in ranked}
     standing = [1.0 if i in matched else f for i, f in zip(ids, standing, strict=True)]
     scored = []
-    episode_weight = deps.settings.search.episode_weight
     for node_id, stands in zip(ids, standing, strict=True):
         item = candidates.items.get(node_id)
         record = records[node_id]
         level = item.metadata.hierarchy_level if item else record.hierarchy_level
-        weight = level_weight(deps, level) * stands
-        if record.memory_type == "EpisodicMemory":
-            weight *= episode_weight
+        weight = recipe.level_weight(level) * stands
         scored.append((node_id, fused.get(node_id, 0.0) * weight))
     scored.sort(key=lambda s: (-s[1], -cosines[s[0]], s[0]))
     return scored
@@ -340,7 +338,7 @@ async def reason(req: SearchRequest, deps: Deps, ranked: list[ScoredMemory]) -> 
     """fine mode: keep what the reasoner finds useful (ids from free text if JSON fails)."""
     if not ranked:
         return ranked
-    shortlist = ranked[: max(req.top_k * 2, 10)]
+    shortlist = ranked[: deps.settings.search.ranking.recall.shortlist.size(req.top_k)]
     ctx = ReasonerContext(query=req.query, candidates=[
         ReasonerCandidate(id=s.item.id, text=s.item.memory) for s in shortlist])
     known = [s.item.id for s in shortlist]
@@ -439,12 +437,13 @@ async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = Non
     fine mode's reasoner picks from them (a search over several cubes asks it once, after
     merging)."""
     filters = parse_search_filter(req.search_filter)
-    pool = max(req.top_k * 3, 20)
+    recipe = deps.settings.search.ranking
+    pool = recipe.recall.candidates.size(req.top_k)
     # fast mode's key is the query itself, and the words are the query's in either mode:
     # look them up while the query is being embedded
     keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
              if req.mode == "fast" else None)
-    turn_ranked = deps.settings.search.turn_ranking and "EpisodicMemory" in requested_types(
+    turn_ranked = recipe.recall.turns and "EpisodicMemory" in requested_types(
         req.memory_type)
     worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
@@ -453,7 +452,8 @@ async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = Non
         goal, vectors = prepared.goal, prepared.vectors
         query_vec = vectors[0]
         types = requested_types(req.memory_type)
-        want = max(req.top_k * 2, 10) if goal.mode_used == "fine" else req.top_k
+        want = (recipe.recall.shortlist.size(req.top_k) if goal.mode_used == "fine"
+                else req.top_k)
         turns = None
         if turn_ranked:
             turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
@@ -470,17 +470,16 @@ async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = Non
                 found = await materialize(req, deps, ranked, candidates, filters, want)
                 recalled = found  # the statements, before excerpts take their turns' place
                 if turns is not None:
-                    found = with_turns(await turns, found, deps.settings.search.other_weight,
-                                       want)
+                    found = with_turns(await turns, found, recipe.boosts.others, want)
         finally:
             _settle(turns)
         # the agents' feedback: nothing called wrong, what was called irrelevant for a query
         # like this one lower (turn ranking's hits included)
-        found = after_feedback(found, req.query, deps.settings.search)
+        found = after_feedback(found, req.query, recipe.boosts)
         if goal.mode_used == "fine" and reasoned:  # the reasoner picks from a shortlist
             found = dedupe(await reason(req, deps, found))
         found = await newer_first(deps, req.cube_id, found)
-        if deps.settings.search.current_first:
+        if recipe.boosts.current_first:
             found = await current_first(deps, req.cube_id, req.query, found, recalled)
         found = distinct(found)  # every turn once: what no caller should have to redo
         if not reasoned:  # the caller reasons over these with other cubes' and cuts them

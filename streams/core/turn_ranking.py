@@ -38,6 +38,7 @@ from memstream.streams.text.named_dates import named_dates
 from memstream.topics.context import once_dated
 from memstream.topics.events import ScoredMemory
 from memstream.topics.models import MemoryItem, MemoryType
+from memstream.topics.recipe import UNIT
 
 STATEMENT_TYPES: tuple[MemoryType, ...] = ("LongTermMemory", "UserMemory")
 
@@ -120,7 +121,8 @@ async def rank_windows(
     """The ``want`` best excerpts of the cube's episodes for ``query``, the index, and which
     of its turns the filters allow. ``statements``: a hit may be the statement of its turn
     (when it passes the filters too)."""
-    cfg = deps.settings.search
+    recipe = deps.settings.search.ranking
+    recall, fusion, excerpts = recipe.recall, recipe.fusion, recipe.excerpts
     index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id)
     n = len(index.turns)
     if not n:
@@ -132,15 +134,15 @@ async def rank_windows(
     qterms = terms(query)
     turn_bm = index.turn_bm25.scores(qterms)
     episode_bm = index.episode_bm25.scores(qterms)
-    if cfg.related_weight > 0 and (extra := related(qterms)):
-        turn_bm = turn_bm + cfg.related_weight * index.turn_bm25.scores(extra)
-        episode_bm = episode_bm + cfg.related_weight * index.episode_bm25.scores(extra)
+    if recall.related_words > 0 and (extra := related(qterms)):
+        turn_bm = turn_bm + recall.related_words * index.turn_bm25.scores(extra)
+        episode_bm = episode_bm + recall.related_words * index.episode_bm25.scores(extra)
     episode_hits = await deps.query.vector_search(
-        cube_id, VectorQuery(query_vec.tolist(), cfg.episode_pool, ["EpisodicMemory"], "activated"))
+        cube_id, VectorQuery(query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated"))
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
     turn_cos, statement_of = await _statement_cosines(deps, cube_id, query_vec, index,
-                                                      cfg.statement_pool)
-    k = cfg.turn_rrf_k
+                                                      recall.statements)
+    k = fusion.turn_k
     turn_words = _ranks({i: float(s) for i, s in enumerate(turn_bm) if s > 0})
     episode_words = _ranks({i: float(s) for i, s in enumerate(episode_bm) if s > 0})
     if (other := other_script(query, index.script_of_turn)) is not None:
@@ -150,28 +152,30 @@ async def rank_windows(
         turn_cos, episode_cos = level(turn_cos, other, by), level(episode_cos, shares, by)
         turn_words = unseen_ranked(turn_words, turn_cos, other)
         episode_words = unseen_ranked(episode_words, episode_cos, shares > 0)
-    ep_dense = _rrf(_ranks(episode_cos), cfg.episode_dense_weight, k, len(index.episodes))
-    ep_words = _rrf(episode_words, cfg.episode_bm25_weight, k, len(index.episodes))
-    score = (_rrf(_ranks(turn_cos), cfg.turn_dense_weight, k, n)
-             + _rrf(turn_words, cfg.turn_bm25_weight, k, n)
+    # the dense rankings weigh the unit, the BM25 ones ``fusion.bm25``: a turn's and its
+    # episode's alike
+    ep_dense = _rrf(_ranks(episode_cos), UNIT, k, len(index.episodes))
+    ep_words = _rrf(episode_words, fusion.bm25, k, len(index.episodes))
+    score = (_rrf(_ranks(turn_cos), UNIT, k, n)
+             + _rrf(turn_words, fusion.bm25, k, n)
              + (ep_dense + ep_words)[index.episode_of_turn])
-    best = (cfg.turn_dense_weight + cfg.turn_bm25_weight + cfg.episode_dense_weight
-            + cfg.episode_bm25_weight) / (k + 1)
-    if cfg.time_weight > 0 and (when := named_dates(query)):
+    best = (UNIT + fusion.bm25 + UNIT + fusion.bm25) / (k + 1)
+    if fusion.dates > 0 and (when := named_dates(query)):
         # a question naming a date: what was said then counts as first of one more ranking
         said_then = np.asarray([any(n.holds(d) for n in when) for d in index.days], dtype=bool)
         if said_then.any() and not said_then.all():
-            score = score + said_then[index.episode_of_turn] * (cfg.time_weight / (k + 1))
-            best += cfg.time_weight / (k + 1)
+            score = score + said_then[index.episode_of_turn] * (fusion.dates / (k + 1))
+            best += fusion.dates / (k + 1)
     score = score / best if best > 0 else score
-    if cfg.speaker_weight > 0 and (named := named_speakers(query, index.speakers)):
+    if recipe.boosts.speaker > 0 and (named := named_speakers(query, index.speakers)):
         # a question about a person is answered mostly by what that person said
         by_named = np.isin(index.speaker_of_turn, sorted(named))
-        score = np.where(by_named, score, score * (1.0 - cfg.speaker_weight))
+        score = np.where(by_named, score, score * (1.0 - recipe.boosts.speaker))
     score = np.where(allowed, score, -1.0)
-    out = _windows(score, allowed, index.session_of_turn, want, cfg.window_before,
-                   cfg.window_after, cfg.before_share, cfg.passage_turns, cfg.passage_after)
-    if cfg.precise_hits and statements and (ids := {statement_of[c] for w in out
+    out = _windows(score, allowed, index.session_of_turn, want, excerpts.before,
+                   excerpts.after, excerpts.before_share, excerpts.passage_turns,
+                   excerpts.passage_after)
+    if excerpts.statement and statements and (ids := {statement_of[c] for w in out
                                                     for c in w.centers if c in statement_of}):
         nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(ids))}
         for w in out:

@@ -187,7 +187,7 @@ async def retrieve(msg: ScheduleMessage, evidence: Sequence[str], deps: Deps) ->
     # own rank, not after every hit's first episode (dev split: 0.948x a search's recall
     # with passages, docs/benchmarks.md).
     flat = replace(deps, settings=deps.settings.model_copy(update={
-        "search": deps.settings.search.model_copy(update={"passage_turns": 1})}))
+        "search": deps.settings.search.with_overrides({"excerpts.passage_turns": 1})}))
     results = await asyncio.gather(*(search(r, flat) for r in requests))
     index = await indexes_for(deps.query, deps.settings.search).get(deps.query, msg.cube_id)
     spans = {id(h): spanned(h, index) for scored, _ in results for h in scored}

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from memstream.client.client import MemoryServiceError
 from memstream.topics.events import SearchRequest
-from tests.support.pipeline import Pipeline, pipeline_settings, run_pipeline
+from tests.support.pipeline import Pipeline
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -23,24 +20,9 @@ def chat(*turns: tuple[str, str | None, str]) -> list[dict[str, object]]:
             for i, (role, name, content) in enumerate(turns)]
 
 
-async def pipeline_with(tmp_path: Path, kafka_broker: str, falkordb_uri: str,
-                        **search: object) -> AsyncIterator[Pipeline]:
-    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri, search=search)
-    async for p in run_pipeline(settings):
-        yield p
-
-
-@pytest_asyncio.fixture
-async def hybrid(tmp_path: Path, kafka_broker: str, falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    """The pipeline with keyword recall on."""
-    async for p in pipeline_with(tmp_path, kafka_broker, falkordb_uri, keyword_recall=True):
-        yield p
-
-
 async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
-    hybrid: Pipeline,
+    pipeline: Pipeline,
 ) -> None:
-    pipeline = hybrid
     client = pipeline.client
     token = await client.add_messages("eve", chat(
         ("user", "Eve", "I adopted a greyhound called Biscuit last week."),
@@ -87,19 +69,10 @@ async def test_a_chat_chunk_is_kept_as_one_episode_linked_to_its_memories(
     assert working and all(w.metadata.origin_id != episode.id for w in working)
 
 
-@pytest_asyncio.fixture
-async def keyword_only(tmp_path: Path, kafka_broker: str,
-                       falkordb_uri: str) -> AsyncIterator[Pipeline]:
-    """A pipeline whose ranking is the keyword recall alone (vector weight 0)."""
-    async for p in pipeline_with(tmp_path, kafka_broker, falkordb_uri,
-                                 keyword_recall=True, vector_weight=0.0):
-        yield p
-
-
 async def test_a_chinese_keyword_finds_a_chinese_memory_through_full_text(
-    keyword_only: Pipeline,
+    pipeline: Pipeline,
 ) -> None:
-    client = keyword_only.client
+    client = pipeline.client
     token = await client.add_memories("zh-kw", [
         "我每天早上喝一杯绿茶。",
         "我养了一只叫小白的猫，它三岁了。",
@@ -107,10 +80,12 @@ async def test_a_chinese_keyword_finds_a_chinese_memory_through_full_text(
         "周末我常去公园跑步。",
     ])
     await client.wait_applied(token, timeout=60)
+    # keyword recall (the graph's full-text index) finds the memory holding the word, only it
+    hits = await pipeline.deps.query.keyword_ids("zh-kw", "小白", 3, ["LongTermMemory"])
+    assert [n.memory for n in await client.get("zh-kw", [i for i, _ in hits])] == [
+        "我养了一只叫小白的猫，它三岁了。"]
     found = await client.search("zh-kw", "小白", top_k=3, memory_type="LongTermMemory")
     assert found[0].item.memory == "我养了一只叫小白的猫，它三岁了。"
-    # ranked by keywords alone, a memory sharing no word with the query scores nothing
-    assert all(s.score == 0 for s in found[1:])
 
 
 async def test_keyword_and_vector_recall_are_fused(pipeline: Pipeline) -> None:

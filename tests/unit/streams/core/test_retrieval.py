@@ -51,7 +51,7 @@ async def test_a_word_the_embedding_misses_is_found_by_keyword(tmp_path: Path) -
     await remember(deps, CUBE, *travel)
     assert (await found(deps, "May", top_k=1)) == [lisbon]
     # the same search on vectors alone ranks another trip first: keyword recall made it
-    vectors_only = memory_deps(tmp_path, search={"keyword_recall": False})
+    vectors_only = memory_deps(tmp_path, search={"overrides": {"fusion.keyword": 0}})
     await remember(vectors_only, CUBE, *travel)
     assert (await found(vectors_only, "May", top_k=1)) != [lisbon]
 

@@ -83,7 +83,8 @@ async def test_min_score_and_types_are_honoured(tmp_path: Path) -> None:
 
 
 async def test_turn_ranking_off_returns_whole_memories(tmp_path: Path) -> None:
-    deps = memory_deps(tmp_path, clock=ManualClock(T), search={"turn_ranking": False})
+    deps = memory_deps(tmp_path, clock=ManualClock(T),
+                       search={"overrides": {"recall.turns": False}})
     await _ingest(deps)
     found, _ = await search(ask("What does my brother's bakery sell?"), deps)
     assert found and all(h.excerpt is None for h in found)
@@ -101,7 +102,7 @@ def test_speaker_of_a_line_and_the_speakers_a_question_names() -> None:
 
 
 async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path: Path) -> None:
-    """Turns by a speaker the question does not name count 1 - speaker_weight."""
+    """Turns by a speaker the question does not name count 1 - ``boosts.speaker``."""
     deps = memory_deps(tmp_path, clock=ManualClock(T))
     lines = [("Dana", "Omar, hiking in the hills last weekend was my best hiking trip."),
              ("Omar", "I went hiking by the lake last weekend."),
@@ -113,12 +114,12 @@ async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path:
                               messages=messages)
     await add_memories(records(events_of(await extract([record(chunk)], deps),
                                          ExtractedMemory)), deps)
-    deps.settings = deps.settings.model_copy(update={"search": deps.settings.search.model_copy(
-        update={"window_before": 0, "window_after": 0})})
+    deps.settings = deps.settings.model_copy(update={"search": deps.settings.search.with_overrides(
+        {"excerpts.before": 0, "excerpts.after": 0})})
     question = ask("Where did Dana go hiking last weekend?", top_k=3)
 
     async def scores(weight: float) -> dict[str, float]:
-        cfg = deps.settings.search.model_copy(update={"speaker_weight": weight})
+        cfg = deps.settings.search.with_overrides({"boosts.speaker": weight})
         deps.settings = deps.settings.model_copy(update={"search": cfg})
         found, _ = await search(question, deps)
         return {f.excerpt_ids[0]: f.score for f in found if f.excerpt_ids}
@@ -131,14 +132,14 @@ async def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path:
 
 async def test_before_share_keeps_an_unmatched_turn_before_out_of_the_excerpt(
         tmp_path: Path) -> None:
-    """The turn before the centre joins the excerpt always at before_share 0, and only when
-    it scores that share of the centre's score above it."""
+    """The turn before the centre joins the excerpt always at ``excerpts.before_share`` 0,
+    and only when it scores that share of the centre's score above it."""
     deps = memory_deps(tmp_path, clock=ManualClock(T))
     await _ingest(deps)
     question = ask("Mostly sourdough and custard tarts?", top_k=1)
 
     async def first_ids(share: float) -> tuple[str, ...]:
-        cfg = deps.settings.search.model_copy(update={"before_share": share})
+        cfg = deps.settings.search.with_overrides({"excerpts.before_share": share})
         deps.settings = deps.settings.model_copy(update={"search": cfg})
         found, _ = await search(question, deps)
         return found[0].excerpt_ids
@@ -160,7 +161,7 @@ async def _say(deps: Deps, session: str, at: datetime, lines: list[str], first: 
 
 async def test_a_question_naming_a_date_prefers_what_was_said_then(tmp_path: Path) -> None:
     """Without the date the turn sharing the question's words comes first; with it (the
-    default ``time_weight``), the turn said on the day the question names."""
+    default ``fusion.dates``), the turn said on the day the question names."""
     deps = memory_deps(tmp_path, clock=ManualClock(T))
     await _say(deps, "march", datetime(2026, 3, 2, 18, 0, tzinfo=UTC),
                ["Which bookshop did I visit? The bookshop on Main Street, I visit it a lot.",
@@ -171,12 +172,12 @@ async def test_a_question_naming_a_date_prefers_what_was_said_then(tmp_path: Pat
     question = ask("Which bookshop did I visit on April 10, 2026?", top_k=2)
 
     async def first(weight: float) -> str:
-        cfg = deps.settings.search.model_copy(update={"time_weight": weight})
+        cfg = deps.settings.search.with_overrides({"fusion.dates": weight})
         deps.settings = deps.settings.model_copy(update={"search": cfg})
         found, _ = await search(question, deps)
         return found[0].excerpt_ids[0]
 
-    default = deps.settings.search.time_weight
+    default = deps.settings.search.ranking.fusion.dates
     assert default > 0
     assert await first(0.0) == "d0"
     assert await first(default) == "d10"
@@ -184,28 +185,30 @@ async def test_a_question_naming_a_date_prefers_what_was_said_then(tmp_path: Pat
 
 async def test_a_lower_hit_continuing_another_joins_it_as_one_passage(tmp_path: Path) -> None:
     """A window starting right after an earlier hit's turns (same session) extends that hit
-    when the hit is at or below position ``passage_after``, up to ``passage_turns`` turns;
-    above it, the window is a hit of its own. The excerpt shows its date once."""
+    when the hit is at or below position ``excerpts.passage_after``, up to
+    ``excerpts.passage_turns`` turns; above it, the window is a hit of its own. The excerpt
+    shows its date once."""
     deps = memory_deps(tmp_path, clock=ManualClock(T))
     await _ingest(deps)
     question = ask("bakery sourdough custard tarts bake brother", top_k=5)
     defaults = deps.settings
 
-    async def hits(**fields: object) -> list[tuple[str, ...]]:
-        cfg = deps.settings.search.model_copy(update={"window_before": 0, "window_after": 0,
-                                                      **fields})
+    async def hits(fields: dict[str, object]) -> list[tuple[str, ...]]:
+        cfg = deps.settings.search.with_overrides({"excerpts.before": 0, "excerpts.after": 0,
+                                                   **fields})
         deps.settings = deps.settings.model_copy(update={"search": cfg})
         found, _ = await search(question, deps)
         return [f.excerpt_ids for f in found if f.excerpt_ids]
 
-    apart = await hits(passage_turns=1)
+    apart = await hits({"excerpts.passage_turns": 1})
     assert all(len(ids) == 1 for ids in apart)
     assert {"m4", "m5", "m6"} <= {i for ids in apart[:3] for i in ids}
-    joined = await hits(passage_turns=8, passage_after=0)
+    joined = await hits({"excerpts.passage_turns": 8, "excerpts.passage_after": 0})
     passages = [sorted(int(i[1:]) for i in ids) for ids in joined if len(ids) > 1]
     assert passages and all(p == list(range(p[0], p[-1] + 1)) for p in passages)  # contiguous
     assert len({i for ids in joined for i in ids}) > len({i for ids in apart for i in ids})
-    assert all(len(ids) == 1 for ids in await hits(passage_turns=8, passage_after=10))
+    assert all(len(ids) == 1 for ids in await hits({"excerpts.passage_turns": 8,
+                                                     "excerpts.passage_after": 10}))
     deps.settings = defaults
     found, _ = await search(question, deps)
     lines = (found[0].excerpt or "").split("\n")
