@@ -307,6 +307,9 @@ class VectorQuery:
     memory_types: Sequence[MemoryType] | None = None  # None: any type; empty: none at all
     status: Status | None = "activated"  # None: any status
     filters: Sequence[Filter] = ()
+    # False: the hits' records may come without their vectors (empty), for a search that
+    # needs ids and scores only; a store that holds them in memory may still return them
+    with_vectors: bool = True
 
 
 @runtime_checkable

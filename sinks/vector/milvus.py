@@ -55,6 +55,7 @@ from memstream.topics.models import Status
 Partitioning = Literal["auto", "cube", "key", "none"]
 _BATCH = 500
 _OUTPUT = [*SCALAR_FIELDS, "vector"]
+_SCALARS = list(SCALAR_FIELDS)
 log = logging.getLogger("memstream.milvus")
 _PAGE = 10_000  # rows per query page (Milvus caps offset + limit at 16,384)
 LITE_CONNECT_ATTEMPTS = 3  # opening a Lite file: tries before the error
@@ -452,7 +453,8 @@ class MilvusVectorStore:
             self._collection,
             data=[target.tolist()],
             limit=query.top_k,
-            output_fields=_OUTPUT,
+            # a hit's vector is 384 floats to send and decode: only when the caller reads it
+            output_fields=_OUTPUT if query.with_vectors else _SCALARS,
             search_params=search_params(self._index_type, query.top_k),
             **self._filter(expr),
             **self._read_kw(part),

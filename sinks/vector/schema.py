@@ -121,7 +121,7 @@ def from_row(row: dict[str, Any]) -> VectorRecord:
         user_id=row["user_id"],
         memory_type=row["memory_type"],
         status=row["status"],
-        vector=[float(x) for x in row["vector"]],
+        vector=[float(x) for x in row.get("vector") or ()],
         key=row["key"],
         tags=tuple(row["tags"] or ()),
         session_id=row["session_id"] or None,

@@ -96,7 +96,8 @@ async def _statement_cosines(
     """Per turn, the best cosine of a statement extracted from it, and that statement's id.
     Only statements not met before are read from the graph (for the turns they cite)."""
     hits = await deps.query.vector_search(
-        cube_id, VectorQuery(query_vec.tolist(), pool, list(STATEMENT_TYPES), "activated"))
+        cube_id, VectorQuery(query_vec.tolist(), pool, list(STATEMENT_TYPES), "activated",
+                              with_vectors=False))
     if not hits:
         return {}, {}
     known = index.statement_messages
@@ -138,7 +139,8 @@ async def rank_windows(
         turn_bm = turn_bm + recall.related_words * index.turn_bm25.scores(extra)
         episode_bm = episode_bm + recall.related_words * index.episode_bm25.scores(extra)
     episode_hits = await deps.query.vector_search(
-        cube_id, VectorQuery(query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated"))
+        cube_id, VectorQuery(query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated",
+                             with_vectors=False))
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
     turn_cos, statement_of = await _statement_cosines(deps, cube_id, query_vec, index,
                                                       recall.statements)

@@ -153,6 +153,22 @@ async def test_search_ranks_like_exact_cosine(vector_store: VectorStore) -> None
         assert all(h.record.cube_id == "cube-a" for h in hits)
 
 
+async def test_a_search_for_scores_only_ranks_the_same(vector_store: VectorStore) -> None:
+    """``with_vectors=False`` (turn ranking reads ids and scores): the same hits, scores and
+    metadata; a vector, if the store sends one at all, is the stored one."""
+    stored = {f"n{i}": rec(f"n{i}", memory_type="UserMemory", key=f"k{i}") for i in range(40)}
+    await vector_store.upsert(list(stored.values()))
+    query = VectorQuery(vec(11), 10, ["UserMemory"])
+    full = await vector_store.search("cube-a", query)
+    bare = await vector_store.search("cube-a", replace(query, with_vectors=False))
+    assert [(h.id, h.record.key) for h in bare] == [(h.id, h.record.key) for h in full]
+    np.testing.assert_allclose([h.score for h in bare], [h.score for h in full], atol=1e-6)
+    assert all(len(h.record.vector) == CONTRACT_DIM for h in full)
+    for h in bare:
+        assert not h.record.vector or np.allclose(h.record.vector, stored[h.id].vector,
+                                                  atol=1e-5)
+
+
 async def test_search_after_writes_ranks_the_current_vectors(vector_store: VectorStore) -> None:
     rng = np.random.default_rng(5)
     vectors = {f"n{i}": rng.standard_normal(CONTRACT_DIM) for i in range(40)}
