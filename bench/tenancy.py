@@ -1,0 +1,421 @@
+"""Thousands of cubes on one worker: search latency, a cold cube's first search, worker RSS.
+
+    python bench/tenancy.py [--cubes 200] [--memories 20000] [--searches 400]
+    python bench/tenancy.py --cubes 1000 --memories 100000 --searches 1500
+    python bench/tenancy.py --cubes 10000 --memories 1000000 --searches 3000   # issue #40
+
+The stack a deployment of this size runs (docs/operations.md, "A worker serving thousands of
+cubes"), started under a temporary directory (``--tmp``): the embedded broker and FalkorDB as
+``memstream up`` starts them, and a real Milvus 2.3 standalone server (the ``milvus``
+package's ``milvus-server``, as tests/support/milvus_fixtures.py starts it: its own ports and
+data dir) as ``VECTOR__URI``. One ``memstream worker`` process at default settings.
+
+1. The worker starts on the empty stores (its RSS).
+2. Fill: ``--cubes`` cubes holding ``--memories`` memories in all, written by this process
+   straight through the store adapters (``MemoryStore.write``, a cube at a time, a few cubes
+   at once, the graph's provenance edges with them), not through the pipeline; then the
+   vectors are flushed and indexed and FalkorDB saves. What the cubes hold, and how a pool of
+   generated chats embedded once (local e5 model) is reused under new ids, is in
+   bench/tenancy_data.py. The worker's RSS after filling.
+3. The worker is restarted on the filled stores (a deployment's restart; its own warming of
+   the ``search.warm_cubes`` most recently changed cubes runs; nothing is warmed by hand).
+4. ``--searches`` fast searches (top 10), one at a time through ``MemoryClient`` from this
+   process, of cubes drawn with a Zipf law (``--zipf`` exponent, default 1.0: the cube of
+   rank r is picked with probability ∝ 1/r, over a random ranking of the cubes), each a
+   question about something the cube holds. A search of a cube searched before in the run is
+   *warm*; the first search of a cube is *cold* (its caches hold nothing of it). The
+   worker's RSS is sampled every second.
+5. Baseline, same run, same searches in the same order: what a competent user does without
+   memstream — embed the question with the same model, a top-10 cosine search of the cube's
+   activated vectors on the Milvus server (the same collection: a ``cube_id`` filter, as
+   memstream's adapter lays cubes out on Milvus 2.3), and one FalkorDB read of those nodes.
+
+Prints p50/p95/max of warm and cold searches next to the baseline's, the worker's RSS at each
+step, the fill's time, and the goals (issue #40: warm p95 ≤ 150 ms and max ≤ 500 ms, a cold
+cube's first search ≤ 300 ms, worker RSS ≤ 1.5 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from load import WorkerProcess, pct, rss_mb  # noqa: E402
+from search import settle_graph  # noqa: E402
+from tenancy_data import (  # noqa: E402
+    CubePlan,
+    PoolChunk,
+    cube_data,
+    cube_sizes,
+    iter_jobs,
+    make_pool,
+    plan_cubes,
+    pool_texts,
+    zipf_order,
+)
+
+from memstream.client.client import ClientError, MemoryClient  # noqa: E402
+from memstream.local.milvus_server import MilvusServer  # noqa: E402
+from memstream.local.services import recorded_worker  # noqa: E402
+from memstream.local.stack import EmbeddedStack  # noqa: E402
+from memstream.sinks.graph import cypher  # noqa: E402
+from memstream.sinks.graph.factory import create_graph_store  # noqa: E402
+from memstream.sinks.memory_store import MemoryStore  # noqa: E402
+from memstream.sinks.vector.milvus import MilvusVectorStore  # noqa: E402
+from memstream.streams.embed.local import LOCAL_DIM, LocalEmbedder  # noqa: E402
+from memstream.topics.events import SearchRequest, SearchResult  # noqa: E402
+from memstream.topics.settings import Settings  # noqa: E402
+
+GOAL_WARM_P95_MS, GOAL_WARM_MAX_MS, GOAL_COLD_MS, GOAL_RSS_MB = 150, 500, 300, 1536
+TOP_K = 10
+
+
+# --- the pool's vectors -----------------------------------------------------------------
+
+
+async def pool_vectors(pool: list[PoolChunk], cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
+    """Episode and statement vectors of the pool (passages, as the add stage embeds them),
+    from ``cache`` when it holds the same texts."""
+    episodes, facts = pool_texts(pool)
+    digest = hashlib.sha256("\x1e".join(episodes + facts).encode()).hexdigest()
+    if cache is not None and cache.exists():
+        saved = np.load(cache)
+        if str(saved["digest"]) == digest:
+            return saved["episodes"], saved["facts"]
+    embedder = LocalEmbedder()
+    t0 = time.perf_counter()
+    ep = np.asarray(await embedder.embed_passages(episodes), dtype=np.float32)
+    fa = np.asarray(await embedder.embed_passages(facts), dtype=np.float32)
+    print(f"embedded the pool ({len(episodes)} episodes, {len(facts)} statements) in "
+          f"{time.perf_counter() - t0:.0f}s", flush=True)
+    if cache is not None:
+        np.savez(cache, digest=digest, episodes=ep, facts=fa)
+    return ep, fa
+
+
+# --- filling ----------------------------------------------------------------------------
+
+
+async def fill(settings: Settings, graph_uri: str, plans: list[CubePlan], pool: list[PoolChunk],
+               ep: np.ndarray, fa: np.ndarray, concurrency: int) -> float:
+    """Every cube written through ``MemoryStore`` (graph, then vectors; a cube per call,
+    ``concurrency`` cubes at once); returns the seconds, flush and indexing included."""
+    graph = create_graph_store(settings, graph_uri)
+    # one flush at the end instead of the adapter's flush every 1,000 rows: a fill of 1M rows
+    # would otherwise leave a thousand small segments for the server to compact
+    vectors = MilvusVectorStore(settings.milvus_uri, settings.vector.collection, LOCAL_DIM,
+                                flush_after_rows=2**62)
+    store = MemoryStore(graph, vectors)
+    await graph.ensure_schema()
+    await vectors.ensure_collection()
+    t0 = time.perf_counter()
+    written = 0
+    queue: asyncio.Queue[CubePlan | None] = asyncio.Queue(maxsize=concurrency * 2)
+
+    async def writer() -> None:
+        nonlocal written
+        while (plan := await queue.get()) is not None:
+            data = cube_data(plan, pool, ep, fa)
+            await store.write([(node, vec.tolist()) for node, vec in data.rows])
+            await store.add_edges(plan.cube, data.edges)
+            written += len(data.rows)
+
+    async def progress() -> None:
+        while True:
+            await asyncio.sleep(30)
+            rate = written / (time.perf_counter() - t0)
+            print(f"  … {written:,} memories in {time.perf_counter() - t0:.0f}s "
+                  f"({rate:,.0f}/s)", flush=True)
+
+    workers = [asyncio.create_task(writer()) for _ in range(concurrency)]
+    ticker = asyncio.create_task(progress())
+    try:
+        for plan in plans:
+            await queue.put(plan)
+        for _ in workers:
+            await queue.put(None)
+        await asyncio.gather(*workers)
+    finally:
+        ticker.cancel()
+    write_s = time.perf_counter() - t0
+    await vectors.flush()
+    await indexed(settings.milvus_uri, settings.vector.collection)
+    await graph.close()
+    await vectors.close()
+    await settle_graph(graph_uri)
+    total = time.perf_counter() - t0
+    print(f"filled {written:,} memories in {total:.0f}s ({write_s:.0f}s writing, "
+          f"{total - write_s:.0f}s flush, index and graph save)", flush=True)
+    return total
+
+
+async def indexed(uri: str, collection: str, timeout_s: float = 3600) -> None:
+    """Wait until the Milvus server has indexed every row of the collection."""
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=uri)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            info = client.describe_index(collection, "vector")
+            if int(info.get("pending_index_rows", 0)) == 0 and \
+                    int(info.get("indexed_rows", 0)) >= int(info.get("total_rows", 0)):
+                return
+            await asyncio.sleep(2)
+        raise TimeoutError(f"{collection} not indexed after {timeout_s:.0f}s: {info}")
+    finally:
+        client.close()
+
+
+# --- searching --------------------------------------------------------------------------
+
+
+@dataclass
+class Timed:
+    cube: str
+    cold: bool
+    seconds: float
+    hits: int
+    error: str = ""
+    back: float = 0.0  # from the reply's stamp in the worker to its arrival here
+
+
+@dataclass
+class RSSWatch:
+    pid: int
+    samples: list[float] = field(default_factory=list)
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append(rss_mb(self.pid))
+            await asyncio.sleep(1.0)
+
+
+async def memstream_searches(client: MemoryClient, jobs: list[tuple[str, str, bool]]
+                             ) -> list[Timed]:
+    out = []
+    for n, (cube, question, cold) in enumerate(jobs, start=1):
+        # what ``client.search`` sends, through the same call, keeping the reply's stamp
+        req = SearchRequest(user_id=cube, cube_id=cube, query=question, top_k=TOP_K)
+        t0 = time.perf_counter()
+        try:
+            reply = await client.request(req, 30.0)
+            took = time.perf_counter() - t0
+            back = datetime.now(UTC) - reply.occurred_at
+            assert isinstance(reply.result, SearchResult)
+            out.append(Timed(cube, cold, took, len(reply.result.memories),
+                             back=back.total_seconds()))
+        except ClientError as exc:
+            out.append(Timed(cube, cold, time.perf_counter() - t0, 0, str(exc)[:200]))
+        if n % 250 == 0:
+            print(f"  … {n} searches", flush=True)
+    return out
+
+
+def baseline_searches(settings: Settings, graph_uri: str, jobs: list[tuple[str, str, bool]]
+                      ) -> list[Timed]:
+    """The same questions without memstream: embed, Milvus top-k in the cube, read nodes."""
+    from falkordb import FalkorDB
+    from pymilvus import MilvusClient
+
+    embedder = LocalEmbedder()
+    milvus = MilvusClient(uri=settings.milvus_uri)
+    graph = FalkorDB.from_url(graph_uri).select_graph(settings.graph.database)
+    read = "MATCH (n:Memory) WHERE n.node_key IN $keys RETURN n.id, n.memory, n.memory_type"
+    out = []
+    try:
+        asyncio.run(embedder.embed_queries(["warm up"]))  # the model loaded, as in a worker
+        for cube, question, cold in jobs:
+            t0 = time.perf_counter()
+            vec = asyncio.run(embedder.embed_queries([question]))[0]
+            hits = milvus.search(
+                settings.vector.collection, data=[np.asarray(vec).tolist()], limit=TOP_K,
+                filter=f'cube_id == "{cube}" and status == "activated"', output_fields=["id"],
+                search_params={"metric_type": "COSINE"}, consistency_level="Bounded")[0]
+            keys = [cypher.node_key(cube, h["entity"]["id"]) for h in hits]
+            rows = graph.ro_query(read, {"keys": keys}).result_set
+            out.append(Timed(cube, cold, time.perf_counter() - t0, len(rows)))
+    finally:
+        milvus.close()
+    return out
+
+
+def handled(data_dir: Path) -> tuple[float, int]:
+    """Seconds and count of the searches the worker handled (its /metrics): the time from
+    taking a request to its reply, without the ways there and back."""
+    info = recorded_worker(data_dir) or {}
+    url = str(info.get("metrics") or "")
+    if not url:
+        return 0.0, 0
+    text = urllib.request.urlopen(url, timeout=10).read().decode()  # noqa: S310 - loopback
+    total, count = 0.0, 0
+    for line in text.splitlines():
+        if line.startswith("memstream_search_seconds_sum"):
+            total += float(line.split()[-1])
+        elif line.startswith("memstream_search_seconds_count"):
+            count += int(float(line.split()[-1]))
+    return total, count
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+def row(label: str, ours: list[Timed], base: list[Timed]) -> str:
+    a = [t.seconds * 1000 for t in ours if not t.error]
+    b = [t.seconds * 1000 for t in base if not t.error]
+    if not a:
+        return f"{label:<28} {'-':>6}"
+    return (f"{label:<28} {len(a):>6} {pct(a, 50):>7.0f} {pct(a, 95):>7.0f} {max(a):>7.0f}   "
+            f"{pct(b, 50):>7.1f} {pct(b, 95):>7.1f} {max(b):>7.1f}   "
+            f"{pct(a, 50) / pct(b, 50):>5.1f}× {pct(a, 95) / pct(b, 95):>5.1f}×")
+
+
+async def run(args: argparse.Namespace, data: Path) -> None:
+    rss: dict[str, float] = {}
+    pool = make_pool(args.pool_chunks, args.seed)
+    ep, fa = await pool_vectors(pool, args.pool_cache)
+    sizes = cube_sizes(args.cubes, args.memories, args.size_exponent)
+    plans = plan_cubes(sizes, len(pool), args.seed)
+    print(f"{args.cubes:,} cubes, {args.memories:,} memories: largest {sizes[0]:,}, median "
+          f"{int(np.median(sizes))}, smallest {sizes[-1]}; pool of {len(pool)} chats "
+          f"({len(ep)} episodes, {len(fa)} statements)", flush=True)
+    milvus = MilvusServer(data / "milvus", startup_timeout_s=300, stop_timeout_s=30)
+    t0 = time.perf_counter()
+    milvus_uri = milvus.start()
+    print(f"Milvus server {milvus_uri} up in {time.perf_counter() - t0:.0f}s", flush=True)
+    try:
+        base_settings = Settings(data_dir=data / "memstream")
+        async with EmbeddedStack(base_settings) as stack:
+            settings = Settings(data_dir=data / "memstream",
+                                kafka={"bootstrap_servers": stack.bootstrap},
+                                graph={"uri": stack.graph_uri}, vector={"uri": milvus_uri})
+            worker = WorkerProcess(settings, data / "worker.log")
+            await worker.start()
+            await asyncio.sleep(5)
+            rss["start, empty stores"] = rss_mb(worker.pid)
+            fill_s = await fill(settings, stack.graph_uri, plans, pool, ep, fa,
+                                args.concurrency)
+            rss["after filling"] = rss_mb(worker.pid)
+            await worker.stop()
+            worker = WorkerProcess(settings, data / "worker-restarted.log")
+            t0 = time.perf_counter()
+            await worker.start()
+            restart_s = time.perf_counter() - t0
+            await asyncio.sleep(5)
+            rss["restarted on the filled stores"] = rss_mb(worker.pid)
+            order = zipf_order(len(plans), args.searches, args.zipf, args.seed)
+            jobs = list(iter_jobs(plans, pool, order, args.seed))
+            watch = RSSWatch(worker.pid)
+            watching = asyncio.create_task(watch.run())
+            try:
+                async with MemoryClient(settings, stack.bootstrap) as client:
+                    with contextlib.suppress(ClientError):  # the reply path, no cube of ours
+                        await client.search("tenancy-warm-up", "hello", top_k=1)
+                    load = os.getloadavg()[0]
+                    before = await asyncio.to_thread(handled, settings.data_dir)
+                    t0 = time.perf_counter()
+                    ours = await memstream_searches(client, jobs)
+                    search_s = time.perf_counter() - t0
+                    after = await asyncio.to_thread(handled, settings.data_dir)
+                    inside = (after[0] - before[0]) / max(1, after[1] - before[1])
+                    print(f"machine load (1 min) {load:.1f} before the searches, "
+                          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores",
+                          flush=True)
+            finally:
+                watching.cancel()
+            rss["end"] = rss_mb(worker.pid)
+            rss["peak while searching"] = max(watch.samples, default=float("nan"))
+            await worker.stop()
+            t0 = time.perf_counter()
+            base = await asyncio.to_thread(baseline_searches, settings, stack.graph_uri, jobs)
+            base_s = time.perf_counter() - t0
+    finally:
+        milvus.stop()
+        shutil.rmtree(data / "milvus" / "bin", ignore_errors=True)
+    report(args, sizes, ours, base, rss, fill_s, restart_s, search_s, base_s, inside)
+
+
+def report(args: argparse.Namespace, sizes: list[int], ours: list[Timed], base: list[Timed],
+           rss: dict[str, float], fill_s: float, restart_s: float, search_s: float,
+           base_s: float, inside: float) -> None:
+    by_cube = dict(zip((f"ten{i:05d}" for i in range(len(sizes))), sizes, strict=True))
+    warm = [t for t in ours if not t.cold]
+    cold = [t for t in ours if t.cold]
+    base_warm = [t for t in base if not t.cold]
+    base_cold = [t for t in base if t.cold]
+    print(f"\n{args.cubes:,} cubes, {args.memories:,} memories; {len(ours)} searches "
+          f"(Zipf {args.zipf}) over {len(cold)} cubes in {search_s:.0f}s; baseline "
+          f"{base_s:.0f}s; fill {fill_s:.0f}s; worker restart {restart_s:.0f}s")
+    print(f"\n{'ms':<28} {'n':>6} {'p50':>7} {'p95':>7} {'max':>7}   {'base p50':>7} "
+          f"{'p95':>7} {'max':>7}   {'× p50':>6} {'× p95':>6}")
+    print(row("warm (searched before)", warm, base_warm))
+    print(row("cold (first search of cube)", cold, base_cold))
+    print(row("all", ours, base))
+    ok = [t for t in ours if not t.error]
+    mean = sum(t.seconds for t in ok) / max(1, len(ok))
+    back = sum(t.back for t in ok) / max(1, len(ok))
+    print(f"where a search's time goes (means): {mean * 1000:.0f} ms in all = "
+          f"{inside * 1000:.0f} handled by the worker (its /metrics) + "
+          f"{(mean - inside - back) * 1000:.0f} the request's way in + "
+          f"{back * 1000:.0f} the reply's way back (from its stamp)")
+    slow = sorted(ours, key=lambda t: -t.seconds)[:5]
+    print("slowest: " + ", ".join(f"{t.seconds * 1000:.0f} ms ({'cold' if t.cold else 'warm'}, "
+                                  f"{by_cube[t.cube]} memories)" for t in slow))
+    cold_sizes = [by_cube[t.cube] for t in cold]
+    if cold_sizes:
+        print(f"cold cubes: {len(cold_sizes)}, memories median {int(np.median(cold_sizes))}, "
+              f"max {max(cold_sizes):,}")
+    errors = [t for t in ours if t.error]
+    if errors:
+        print(f"ERRORS: {len(errors)} searches failed, e.g. {errors[0].error}")
+    print("worker RSS (MB): " + ", ".join(f"{k} {v:,.0f}" for k, v in rss.items()))
+    w = [t.seconds * 1000 for t in warm if not t.error]
+    c = [t.seconds * 1000 for t in cold if not t.error]
+    peak = max(rss.values())
+    print(f"goals: warm p95 {pct(w, 95):.0f} ≤ {GOAL_WARM_P95_MS}, warm max {max(w, default=0):.0f}"
+          f" ≤ {GOAL_WARM_MAX_MS}, cold max {max(c, default=0):.0f} (p95 {pct(c, 95):.0f}) ≤ "
+          f"{GOAL_COLD_MS}, RSS {peak:,.0f} ≤ {GOAL_RSS_MB:,} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cubes", type=int, default=200)
+    parser.add_argument("--memories", type=int, default=20_000)
+    parser.add_argument("--searches", type=int, default=400)
+    parser.add_argument("--zipf", type=float, default=1.0,
+                        help="exponent of the cubes' access law (rank r: ∝ r ** -zipf)")
+    parser.add_argument("--size-exponent", type=float, default=0.7,
+                        help="cube sizes ∝ rank ** -this above a floor of 10")
+    parser.add_argument("--pool-chunks", type=int, default=600,
+                        help="generated chats in the pool (an episode and 3 statements each)")
+    parser.add_argument("--pool-cache", type=Path, default=None,
+                        help="an .npz file keeping the pool's vectors between runs")
+    parser.add_argument("--concurrency", type=int, default=4, help="cubes written at once")
+    parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--tmp", default=None, help="where the data directories go")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="ms-tenancy-", dir=args.tmp) as tmp:
+        asyncio.run(run(args, Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()
