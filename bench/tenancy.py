@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from load import WorkerProcess, pct, rss_mb  # noqa: E402
+from load import WorkerProcess, dir_mb, pct, rss_mb  # noqa: E402
 from search import settle_graph  # noqa: E402
 from tenancy_data import (  # noqa: E402
     CubePlan,
@@ -313,6 +313,14 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             fill_s = await fill(settings, stack.graph_uri, plans, pool, ep, fa,
                                 args.concurrency)
             rss["after filling"] = rss_mb(worker.pid)
+            stores = {"Milvus server": (milvus.pid, data / "milvus"),
+                      "FalkorDB": (stack.falkordb.pid if stack.falkordb else None,
+                                   settings.data_dir / "falkordb"),
+                      "broker": (None, settings.data_dir / "broker")}
+            print("after filling: " + "; ".join(
+                f"{name} {dir_mb(path):,.0f} MB on disk"
+                + (f", {rss_mb(pid):,.0f} MB resident" if pid else "")
+                for name, (pid, path) in stores.items()), flush=True)
             await worker.stop()
             worker = WorkerProcess(settings, data / "worker-restarted.log")
             t0 = time.perf_counter()
