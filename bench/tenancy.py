@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from load import WorkerProcess, dir_mb, pct, rss_mb  # noqa: E402
+from load import WorkerProcess, cpu_seconds, dir_mb, pct, profiling, rss_mb  # noqa: E402
 from search import settle_graph  # noqa: E402
 from tenancy_data import (  # noqa: E402
     CubePlan,
@@ -72,7 +72,7 @@ from tenancy_data import (  # noqa: E402
 )
 
 from memstream.client.client import ClientError, MemoryClient  # noqa: E402
-from memstream.local.milvus_server import MilvusServer  # noqa: E402
+from memstream.local.milvus_server import MilvusServer, group_members  # noqa: E402
 from memstream.local.services import recorded_worker  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.graph import cypher  # noqa: E402
@@ -257,6 +257,11 @@ def baseline_searches(settings: Settings, graph_uri: str, jobs: list[tuple[str, 
     return out
 
 
+def cpu_of(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes."""
+    return {name: sum(cpu_seconds(p) for p in group) for name, group in pids.items()}
+
+
 def handled(data_dir: Path) -> tuple[float, int]:
     """Seconds and count of the searches the worker handled (its /metrics): the time from
     taking a request to its reply, without the ways there and back."""
@@ -328,6 +333,12 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             restart_s = time.perf_counter() - t0
             await asyncio.sleep(5)
             rss["restarted on the filled stores"] = rss_mb(worker.pid)
+            assert milvus.pid is not None
+            pids = {"worker": [worker.pid], "Milvus": group_members(milvus.pid),
+                    "FalkorDB": [p for p in [stack.falkordb.pid if stack.falkordb else None]
+                                 if p],
+                    "broker": [p for p in [stack.broker.pid if stack.broker else None] if p],
+                    "this process (client)": [os.getpid()]}
             order = zipf_order(len(plans), args.searches, args.zipf, args.seed)
             jobs = list(iter_jobs(plans, pool, order, args.seed))
             watch = RSSWatch(worker.pid)
@@ -337,10 +348,18 @@ async def run(args: argparse.Namespace, data: Path) -> None:
                     with contextlib.suppress(ClientError):  # the reply path, no cube of ours
                         await client.search("tenancy-warm-up", "hello", top_k=1)
                     load = os.getloadavg()[0]
+                    idle0, t0 = cpu_of(pids), time.perf_counter()
+                    await asyncio.sleep(10)  # what the stack costs with nothing asked of it
+                    idle = {k: (v - idle0[k]) / (time.perf_counter() - t0)
+                            for k, v in cpu_of(pids).items()}
                     before = await asyncio.to_thread(handled, settings.data_dir)
+                    cpu0 = cpu_of(pids)
                     t0 = time.perf_counter()
-                    ours = await memstream_searches(client, jobs)
+                    with profiling(worker.pid, args.profile):
+                        ours = await memstream_searches(client, jobs)
                     search_s = time.perf_counter() - t0
+                    cpu = {k: (v - cpu0[k] - idle[k] * search_s) / len(jobs)
+                           for k, v in cpu_of(pids).items()}
                     after = await asyncio.to_thread(handled, settings.data_dir)
                     inside = (after[0] - before[0]) / max(1, after[1] - before[1])
                     print(f"machine load (1 min) {load:.1f} before the searches, "
@@ -351,13 +370,21 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             rss["end"] = rss_mb(worker.pid)
             rss["peak while searching"] = max(watch.samples, default=float("nan"))
             await worker.stop()
+            del pids["worker"], pids["broker"]
+            cpu0 = cpu_of(pids)
             t0 = time.perf_counter()
             base = await asyncio.to_thread(baseline_searches, settings, stack.graph_uri, jobs)
             base_s = time.perf_counter() - t0
+            base_cpu = {k: (v - cpu0[k]) / len(jobs) for k, v in cpu_of(pids).items()}
     finally:
         milvus.stop()
         shutil.rmtree(data / "milvus" / "bin", ignore_errors=True)
     report(args, sizes, ours, base, rss, fill_s, restart_s, search_s, base_s, inside)
+    print("CPU at rest (cores): " + ", ".join(f"{k} {v:.3f}" for k, v in idle.items()))
+    print("CPU ms per search, beyond rest: memstream " + ", ".join(
+        f"{k} {v * 1000:.1f}" for k, v in cpu.items()) + f" (all {sum(cpu.values()) * 1000:.0f})"
+        + "; baseline " + ", ".join(f"{k} {v * 1000:.1f}" for k, v in base_cpu.items())
+        + f" (all {sum(base_cpu.values()) * 1000:.0f})")
 
 
 def report(args: argparse.Namespace, sizes: list[int], ours: list[Timed], base: list[Timed],
@@ -419,6 +446,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="cubes written at once")
     parser.add_argument("--seed", type=int, default=40)
     parser.add_argument("--tmp", default=None, help="where the data directories go")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy record of the worker while memstream searches (speedscope;"
+                             " py-spy's collapsed stacks if it ends in .raw)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="ms-tenancy-", dir=args.tmp) as tmp:
