@@ -58,7 +58,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from load import WorkerProcess, cpu_seconds, dir_mb, pct, profiling, rss_mb  # noqa: E402
-from search import settle_graph  # noqa: E402
 from tenancy_data import (  # noqa: E402
     CubePlan,
     PoolChunk,
@@ -159,11 +158,36 @@ async def fill(settings: Settings, graph_uri: str, plans: list[CubePlan], pool: 
     await indexed(settings.milvus_uri, settings.vector.collection)
     await graph.close()
     await vectors.close()
-    await settle_graph(graph_uri)
+    await saved(graph_uri)
     total = time.perf_counter() - t0
     print(f"filled {written:,} memories in {total:.0f}s ({write_s:.0f}s writing, "
           f"{total - write_s:.0f}s flush, index and graph save)", flush=True)
     return total
+
+
+async def saved(uri: str, timeout_s: float = 3600) -> None:
+    """FalkorDB's snapshot of the filled graph written, in the background (``BGSAVE``: a
+    ``SAVE`` of a million nodes outlasts the client's socket timeout), and no snapshot or
+    log rewrite left running, so that the fill's aftermath is not timed as search."""
+    import redis.asyncio as redis
+
+    client = redis.Redis.from_url(uri)
+
+    async def busy() -> bool:
+        info = await client.info("persistence")
+        return bool(info.get("rdb_bgsave_in_progress") or info.get("aof_rewrite_in_progress"))
+
+    try:
+        deadline = time.monotonic() + timeout_s
+        while await busy() and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+        with contextlib.suppress(redis.ResponseError):  # one started meanwhile: waited for
+            await client.bgsave()
+        await asyncio.sleep(1)
+        while await busy() and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+    finally:
+        await client.aclose()
 
 
 async def indexed(uri: str, collection: str, timeout_s: float = 3600) -> None:
