@@ -312,6 +312,18 @@ async def interleaved(client: MemoryClient, baseline: Baseline,
     return ours, base
 
 
+async def warmed(log: Path, timeout_s: float = 600) -> str:
+    """The worker's line saying it warmed its search caches (``search.warm_cubes``), once it
+    is written: the warming is the worker's own start, not a search."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if "warmed the search caches" in line or "search caches not warmed" in line:
+                return line.split("memstream.search.warming", 1)[-1].strip(" :-")
+        await asyncio.sleep(1)
+    return f"no warming reported within {timeout_s:.0f}s"
+
+
 def cpu_of(pids: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far of each named group of processes."""
     return {name: sum(cpu_seconds(p) for p in group) for name, group in pids.items()}
@@ -386,7 +398,8 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             t0 = time.perf_counter()
             await worker.start()
             restart_s = time.perf_counter() - t0
-            await asyncio.sleep(5)
+            print(f"worker restarted in {restart_s:.0f}s; {await warmed(worker.log_path)}",
+                  flush=True)
             rss["restarted on the filled stores"] = rss_mb(worker.pid)
             assert milvus.pid is not None
             pids = {"worker": [worker.pid], "Milvus": group_members(milvus.pid),
@@ -462,6 +475,11 @@ def report(args: argparse.Namespace, sizes: list[int], ours: list[Timed], base: 
     slow = sorted(ours, key=lambda t: -t.seconds)[:5]
     print("slowest: " + ", ".join(f"{t.seconds * 1000:.0f} ms ({'cold' if t.cold else 'warm'}, "
                                   f"{by_cube[t.cube]} memories)" for t in slow))
+    for lo, hi in ((0, 100), (100, 1000), (1000, 10**9)):
+        some = [t.seconds * 1000 for t in cold if lo <= by_cube[t.cube] < hi and not t.error]
+        if some:
+            print(f"  cold, cubes of {lo:,}–{min(hi, max(sizes)):,} memories: n {len(some)}, "
+                  f"p50 {pct(some, 50):.0f}, p95 {pct(some, 95):.0f}, max {max(some):.0f} ms")
     cold_sizes = [by_cube[t.cube] for t in cold]
     if cold_sizes:
         print(f"cold cubes: {len(cold_sizes)}, memories median {int(np.median(cold_sizes))}, "
