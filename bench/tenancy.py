@@ -3,6 +3,7 @@
     python bench/tenancy.py [--cubes 200] [--memories 20000] [--searches 400]
     python bench/tenancy.py --cubes 1000 --memories 100000 --searches 1500
     python bench/tenancy.py --cubes 10000 --memories 1000000 --searches 3000   # issue #40
+    python bench/tenancy.py ... --keep DIR   # fill once into DIR; later runs search it again
 
 The stack a deployment of this size runs (docs/operations.md, "A worker serving thousands of
 cubes"), started under a temporary directory (``--tmp``): the embedded broker and FalkorDB as
@@ -12,11 +13,14 @@ data dir) as ``VECTOR__URI``. One ``memstream worker`` process at default settin
 
 1. The worker starts on the empty stores (its RSS).
 2. Fill: ``--cubes`` cubes holding ``--memories`` memories in all, written by this process
-   straight through the store adapters (``MemoryStore.write``, a cube at a time, a few cubes
-   at once, the graph's provenance edges with them), not through the pipeline; then the
-   vectors are flushed and indexed and FalkorDB saves. What the cubes hold, and how a pool of
-   generated chats embedded once (local e5 model) is reused under new ids, is in
-   bench/tenancy_data.py. The worker's RSS after filling.
+   straight through the store adapters (``MemoryStore.write``, ``--rows-per-write`` nodes a
+   call, a few cubes at once, the graph's provenance edges with them), not through the
+   pipeline; then the vectors are flushed and indexed and FalkorDB saves
+   (bench/tenancy_fill.py). What the cubes hold, and how a pool of generated chats embedded
+   once (local e5 model) is reused under new ids, is in bench/tenancy_data.py. The worker's
+   RSS after filling. With ``--keep DIR`` the stack lives in DIR and is kept; a later run
+   with the same DIR and shape skips steps 1-2 and reports what the filling run measured
+   (its searches have added usage records to the nodes they returned; nothing else changed).
 3. The worker is restarted on the filled stores (a deployment's restart; its own warming of
    the ``search.warm_cubes`` most recently changed cubes runs; nothing is warmed by hand).
 4. ``--searches`` fast searches (top 10), one at a time through ``MemoryClient`` from this
@@ -43,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
@@ -64,151 +67,25 @@ from load import WorkerProcess, cpu_seconds, dir_mb, pct, profiling, rss_mb  # n
 from tenancy_data import (  # noqa: E402
     CubePlan,
     PoolChunk,
-    cube_data,
     cube_sizes,
     iter_jobs,
     make_pool,
     plan_cubes,
-    pool_texts,
     zipf_order,
 )
+from tenancy_fill import Filled, fill, keep_filled, kept, pool_vectors  # noqa: E402
 
 from memstream.client.client import ClientError, MemoryClient  # noqa: E402
 from memstream.local.milvus_server import MilvusServer, group_members  # noqa: E402
 from memstream.local.services import recorded_worker  # noqa: E402
 from memstream.local.stack import EmbeddedStack  # noqa: E402
 from memstream.sinks.graph import cypher  # noqa: E402
-from memstream.sinks.graph.factory import create_graph_store  # noqa: E402
-from memstream.sinks.memory_store import MemoryStore  # noqa: E402
-from memstream.sinks.vector.milvus import MilvusVectorStore  # noqa: E402
-from memstream.streams.embed.local import LOCAL_DIM, LocalEmbedder  # noqa: E402
+from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.topics.events import SearchRequest, SearchResult  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
 GOAL_WARM_P95_MS, GOAL_WARM_MAX_MS, GOAL_COLD_MS, GOAL_RSS_MB = 150, 500, 300, 1536
 TOP_K = 10
-
-
-# --- the pool's vectors -----------------------------------------------------------------
-
-
-async def pool_vectors(pool: list[PoolChunk], cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
-    """Episode and statement vectors of the pool (passages, as the add stage embeds them),
-    from ``cache`` when it holds the same texts."""
-    episodes, facts = pool_texts(pool)
-    digest = hashlib.sha256("\x1e".join(episodes + facts).encode()).hexdigest()
-    if cache is not None and cache.exists():
-        saved = np.load(cache)
-        if str(saved["digest"]) == digest:
-            return saved["episodes"], saved["facts"]
-    embedder = LocalEmbedder()
-    t0 = time.perf_counter()
-    ep = np.asarray(await embedder.embed_passages(episodes), dtype=np.float32)
-    fa = np.asarray(await embedder.embed_passages(facts), dtype=np.float32)
-    print(f"embedded the pool ({len(episodes)} episodes, {len(facts)} statements) in "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)
-    if cache is not None:
-        np.savez(cache, digest=digest, episodes=ep, facts=fa)
-    return ep, fa
-
-
-# --- filling ----------------------------------------------------------------------------
-
-
-async def fill(settings: Settings, graph_uri: str, plans: list[CubePlan], pool: list[PoolChunk],
-               ep: np.ndarray, fa: np.ndarray, concurrency: int) -> float:
-    """Every cube written through ``MemoryStore`` (graph, then vectors; a cube per call,
-    ``concurrency`` cubes at once); returns the seconds, flush and indexing included."""
-    graph = create_graph_store(settings, graph_uri)
-    # one flush at the end instead of the adapter's flush every 1,000 rows: a fill of 1M rows
-    # would otherwise leave a thousand small segments for the server to compact
-    vectors = MilvusVectorStore(settings.milvus_uri, settings.vector.collection, LOCAL_DIM,
-                                flush_after_rows=2**62)
-    store = MemoryStore(graph, vectors)
-    await graph.ensure_schema()
-    await vectors.ensure_collection()
-    t0 = time.perf_counter()
-    written = 0
-    queue: asyncio.Queue[CubePlan | None] = asyncio.Queue(maxsize=concurrency * 2)
-
-    async def writer() -> None:
-        nonlocal written
-        while (plan := await queue.get()) is not None:
-            data = cube_data(plan, pool, ep, fa)
-            await store.write([(node, vec.tolist()) for node, vec in data.rows])
-            await store.add_edges(plan.cube, data.edges)
-            written += len(data.rows)
-
-    async def progress() -> None:
-        while True:
-            await asyncio.sleep(30)
-            rate = written / (time.perf_counter() - t0)
-            print(f"  … {written:,} memories in {time.perf_counter() - t0:.0f}s "
-                  f"({rate:,.0f}/s)", flush=True)
-
-    workers = [asyncio.create_task(writer()) for _ in range(concurrency)]
-    ticker = asyncio.create_task(progress())
-    try:
-        for plan in plans:
-            await queue.put(plan)
-        for _ in workers:
-            await queue.put(None)
-        await asyncio.gather(*workers)
-    finally:
-        ticker.cancel()
-    write_s = time.perf_counter() - t0
-    await vectors.flush()
-    await indexed(settings.milvus_uri, settings.vector.collection)
-    await graph.close()
-    await vectors.close()
-    await saved(graph_uri)
-    total = time.perf_counter() - t0
-    print(f"filled {written:,} memories in {total:.0f}s ({write_s:.0f}s writing, "
-          f"{total - write_s:.0f}s flush, index and graph save)", flush=True)
-    return total
-
-
-async def saved(uri: str, timeout_s: float = 3600) -> None:
-    """FalkorDB's snapshot of the filled graph written, in the background (``BGSAVE``: a
-    ``SAVE`` of a million nodes outlasts the client's socket timeout), and no snapshot or
-    log rewrite left running, so that the fill's aftermath is not timed as search."""
-    import redis.asyncio as redis
-
-    client = redis.Redis.from_url(uri)
-
-    async def busy() -> bool:
-        info = await client.info("persistence")
-        return bool(info.get("rdb_bgsave_in_progress") or info.get("aof_rewrite_in_progress"))
-
-    try:
-        deadline = time.monotonic() + timeout_s
-        while await busy() and time.monotonic() < deadline:
-            await asyncio.sleep(1)
-        with contextlib.suppress(redis.ResponseError):  # one started meanwhile: waited for
-            await client.bgsave()
-        await asyncio.sleep(1)
-        while await busy() and time.monotonic() < deadline:
-            await asyncio.sleep(1)
-    finally:
-        await client.aclose()
-
-
-async def indexed(uri: str, collection: str, timeout_s: float = 3600) -> None:
-    """Wait until the Milvus server has indexed every row of the collection."""
-    from pymilvus import MilvusClient
-
-    client = MilvusClient(uri=uri)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            info = client.describe_index(collection, "vector")
-            if int(info.get("pending_index_rows", 0)) == 0 and \
-                    int(info.get("indexed_rows", 0)) >= int(info.get("total_rows", 0)):
-                return
-            await asyncio.sleep(2)
-        raise TimeoutError(f"{collection} not indexed after {timeout_s:.0f}s: {info}")
-    finally:
-        client.close()
 
 
 # --- searching --------------------------------------------------------------------------
@@ -359,15 +236,51 @@ def row(label: str, ours: list[Timed], base: list[Timed]) -> str:
             f"{pct(a, 50) / pct(b, 50):>5.1f}× {pct(a, 95) / pct(b, 95):>5.1f}×")
 
 
-async def run(args: argparse.Namespace, data: Path) -> None:
-    rss: dict[str, float] = {}
-    pool = make_pool(args.pool_chunks, args.seed)
+def shape_of(args: argparse.Namespace) -> dict[str, object]:
+    """The arguments that decide what the stores hold (a kept stack must match them)."""
+    return {k: getattr(args, k) for k in ("cubes", "memories", "size_exponent", "pool_chunks",
+                                          "seed")}
+
+
+async def filled_stores(args: argparse.Namespace, data: Path, settings: Settings,
+                        stack: EmbeddedStack, milvus: MilvusServer, pool: list[PoolChunk],
+                        plans: list[CubePlan], filled: Filled | None) -> Filled:
+    """The stores filled, with the worker's RSS before and after on the empty stores; or, on
+    a kept stack filled before (``filled``, from ``--keep``), what that run measured."""
+    if filled is not None:
+        print(f"reusing the stores filled in {args.keep} ({filled.fill_s:.0f}s then); "
+              f"then: {filled.stores}", flush=True)
+        return filled
     ep, fa = await pool_vectors(pool, args.pool_cache)
+    worker = WorkerProcess(settings, data / "worker.log")
+    await worker.start()
+    await asyncio.sleep(5)
+    filled = Filled(shape_of(args))
+    filled.rss["start, empty stores"] = rss_mb(worker.pid)
+    filled.fill_s = await fill(settings, stack.graph_uri, plans, pool, ep, fa,
+                               args.concurrency, args.rows_per_write)
+    filled.rss["after filling"] = rss_mb(worker.pid)
+    stores = {"Milvus server": (milvus.pid, data / "milvus"),
+              "FalkorDB": (stack.falkordb.pid if stack.falkordb else None,
+                           settings.data_dir / "falkordb"),
+              "broker": (None, settings.data_dir / "broker")}
+    filled.stores = "; ".join(f"{name} {dir_mb(path):,.0f} MB on disk"
+                              + (f", {rss_mb(pid):,.0f} MB resident" if pid else "")
+                              for name, (pid, path) in stores.items())
+    print(f"after filling: {filled.stores}", flush=True)
+    await worker.stop()
+    if args.keep:
+        keep_filled(args.keep, filled)
+    return filled
+
+
+async def run(args: argparse.Namespace, data: Path, reused: Filled | None = None) -> None:
+    pool = make_pool(args.pool_chunks, args.seed)
     sizes = cube_sizes(args.cubes, args.memories, args.size_exponent)
     plans = plan_cubes(sizes, len(pool), args.seed)
     print(f"{args.cubes:,} cubes, {args.memories:,} memories: largest {sizes[0]:,}, median "
           f"{int(np.median(sizes))}, smallest {sizes[-1]}; pool of {len(pool)} chats "
-          f"({len(ep)} episodes, {len(fa)} statements)", flush=True)
+          f"({len(pool)} episodes, {3 * len(pool)} statements)", flush=True)
     milvus = MilvusServer(data / "milvus", startup_timeout_s=300, stop_timeout_s=30)
     t0 = time.perf_counter()
     milvus_uri = milvus.start()
@@ -378,23 +291,12 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             settings = Settings(data_dir=data / "memstream",
                                 kafka={"bootstrap_servers": stack.bootstrap},
                                 graph={"uri": stack.graph_uri}, vector={"uri": milvus_uri})
-            worker = WorkerProcess(settings, data / "worker.log")
-            await worker.start()
-            await asyncio.sleep(5)
-            rss["start, empty stores"] = rss_mb(worker.pid)
-            fill_s = await fill(settings, stack.graph_uri, plans, pool, ep, fa,
-                                args.concurrency)
-            rss["after filling"] = rss_mb(worker.pid)
-            stores = {"Milvus server": (milvus.pid, data / "milvus"),
-                      "FalkorDB": (stack.falkordb.pid if stack.falkordb else None,
-                                   settings.data_dir / "falkordb"),
-                      "broker": (None, settings.data_dir / "broker")}
-            print("after filling: " + "; ".join(
-                f"{name} {dir_mb(path):,.0f} MB on disk"
-                + (f", {rss_mb(pid):,.0f} MB resident" if pid else "")
-                for name, (pid, path) in stores.items()), flush=True)
-            await worker.stop()
-            worker = WorkerProcess(settings, data / "worker-restarted.log")
+            filled = await filled_stores(args, data, settings, stack, milvus, pool, plans,
+                                         reused)
+            rss = {k if reused is None else f"{k} (when filled)": v for k, v in filled.rss.items()}
+            fill_s = filled.fill_s
+            # a log of its own: a kept stack's earlier run left its worker's log in ``data``
+            worker = WorkerProcess(settings, data / f"worker-{time.strftime('%Y%m%d-%H%M%S')}.log")
             t0 = time.perf_counter()
             await worker.start()
             restart_s = time.perf_counter() - t0
@@ -421,7 +323,7 @@ async def run(args: argparse.Namespace, data: Path) -> None:
                     await asyncio.sleep(10)  # what the stack costs with nothing asked of it
                     ledger = Ledger(pids, {k: (v - rest0[k]) / (time.perf_counter() - t0)
                                            for k, v in cpu_of(pids).items()})
-                    load = os.getloadavg()[0]
+                    load = os.getloadavg()
                     before = await asyncio.to_thread(handled, settings.data_dir)
                     t0 = time.perf_counter()
                     with profiling(worker.pid, args.profile):
@@ -429,9 +331,10 @@ async def run(args: argparse.Namespace, data: Path) -> None:
                     search_s = time.perf_counter() - t0
                     after = await asyncio.to_thread(handled, settings.data_dir)
                     inside = (after[0] - before[0]) / max(1, after[1] - before[1])
-                    print(f"machine load (1 min) {load:.1f} before the searches, "
-                          f"{os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores",
-                          flush=True)
+                    print("machine load (1, 5, 15 min) {} at the searches' start, {} at their "
+                          "end, on {} cores".format(*(" ".join(f"{x:.2f}" for x in avg)
+                                                      for avg in (load, os.getloadavg())),
+                                                    os.cpu_count()), flush=True)
             finally:
                 watching.cancel()
                 baseline.milvus.close()
@@ -440,7 +343,8 @@ async def run(args: argparse.Namespace, data: Path) -> None:
             await worker.stop()
     finally:
         milvus.stop()
-        shutil.rmtree(data / "milvus" / "bin", ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(data / "milvus" / "bin", ignore_errors=True)
     report(args, sizes, ours, base, rss, fill_s, restart_s, search_s, inside)
     print("CPU at rest (cores): " + ", ".join(f"{k} {v:.3f}" for k, v in ledger.rest.items()))
     for side, book in ledger.spent.items():
@@ -511,13 +415,24 @@ def main() -> None:
     parser.add_argument("--pool-cache", type=Path, default=None,
                         help="an .npz file keeping the pool's vectors between runs")
     parser.add_argument("--concurrency", type=int, default=4, help="cubes written at once")
+    parser.add_argument("--rows-per-write", type=int, default=1000,
+                        help="memories in one MemoryStore.write while filling")
     parser.add_argument("--seed", type=int, default=40)
     parser.add_argument("--tmp", default=None, help="where the data directories go")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="the stack's data directories in DIR, kept; a later run with the "
+                             "same DIR and shape searches those stores instead of filling")
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy record of the worker while memstream searches (speedscope;"
                              " py-spy's collapsed stacks if it ends in .raw)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.keep:
+        args.keep = args.keep.resolve()
+        reused = kept(args.keep, shape_of(args))  # a wrong DIR refused before anything starts
+        args.keep.mkdir(parents=True, exist_ok=True)
+        asyncio.run(run(args, args.keep, reused))
+        return
     with tempfile.TemporaryDirectory(prefix="ms-tenancy-", dir=args.tmp) as tmp:
         asyncio.run(run(args, Path(tmp)))
 

@@ -1,15 +1,17 @@
 """bench/tenancy.py's accounting (bench/tenancy_data.py): cube sizes add up to the memories
 asked for, each cube holds exactly its size in the shape the pipeline stores a chat (an
 episode per chunk, its statements citing it and their turns, working-memory copies of the
-newest statements), and the Zipf access law makes a few cubes hot and the first search of
-each cube the one marked cold."""
+newest statements), the Zipf access law makes a few cubes hot and the first search of
+each cube the one marked cold, and a kept stack is reused only for the shape it holds."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.support.paths import ROOT
 
@@ -25,6 +27,7 @@ from tenancy_data import (  # noqa: E402
     pool_texts,
     zipf_order,
 )
+from tenancy_fill import Filled, keep_filled, kept, slices  # noqa: E402
 
 
 def test_sizes_add_up_are_skewed_and_keep_the_floor() -> None:
@@ -59,6 +62,11 @@ def test_a_cube_holds_its_size_in_the_shape_of_a_stored_chat() -> None:
             assert kinds_of == ["message", "memory"]
         copies = [n for n in nodes if n.metadata.memory_type == "WorkingMemory"]
         assert {c.metadata.origin_id for c in copies} <= {s.id for s in statements}
+        # written a slice at a time, every node comes after the nodes it cites
+        position = {n.id: i for i, n in enumerate(nodes)}
+        assert all(position[e.target] < position[e.source] for e in data.edges)
+        assert all(position[str(c.metadata.origin_id)] < position[c.id] for c in copies)
+        assert [r for part in slices(data.rows, 7) for r in part] == data.rows
 
 
 def test_zipf_access_is_hot_at_the_head_and_each_cubes_first_search_is_cold() -> None:
@@ -72,3 +80,19 @@ def test_zipf_access_is_hot_at_the_head_and_each_cubes_first_search_is_cold() ->
     for cube, question, cold in jobs:
         assert cold == (cube not in seen) and question.endswith("?")
         seen.add(cube)
+
+
+def test_a_kept_stack_is_reused_for_its_shape_only(tmp_path: Path) -> None:
+    shape = {"cubes": 10, "memories": 500, "seed": 40}
+    keep = tmp_path / "stack"
+    assert kept(keep, shape) is None  # new: fill it
+    keep.mkdir()
+    assert kept(keep, shape) is None  # empty: fill it
+    (keep / "milvus").mkdir()
+    with pytest.raises(SystemExit, match="no finished fill"):
+        kept(keep, shape)  # a fill that stopped half-way
+    keep_filled(keep, Filled(shape, fill_s=12.5, rss={"after filling": 400.0}))
+    again = kept(keep, shape)
+    assert again is not None and again.fill_s == 12.5 and again.rss == {"after filling": 400.0}
+    with pytest.raises(SystemExit, match="give another --keep DIR"):
+        kept(keep, {**shape, "memories": 600})
