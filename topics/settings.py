@@ -117,6 +117,11 @@ class VectorSettings(BaseModel):
     # either bound is searched in Milvus Lite until it is loaded again (6-80 ms, then <1 ms).
     lite_cache_max_vectors: int = Field(default=100_000, ge=0)
     lite_cache_max_cubes: int = Field(default=1_000, ge=1)
+    # A Milvus server's consistency for the reads of a search that waits for no write (no
+    # ``after``): "Bounded" takes what its query nodes hold (~3 ms a call); "Strong" waits
+    # for every acknowledged write to be applied, up to a time tick (200 ms) a call. Every
+    # other read is "Strong" (sinks/freshness.py). Milvus Lite has no such wait.
+    search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Bounded"
 
 
 class LLMSettings(BaseModel):

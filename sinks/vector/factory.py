@@ -26,6 +26,7 @@ def create_vector_store(settings: Settings, dim: int) -> VectorStore:
         dim=dim,
         token=token,
         index_type=vector.index_type,
+        relaxed_consistency=vector.search_consistency,
     )
     if store.is_lite and vector.lite_cache_max_vectors > 0:
         return CachedVectorStore(store, max_vectors=vector.lite_cache_max_vectors,

@@ -29,6 +29,7 @@ import grpc
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
+from memstream.sinks.freshness import reads_relaxed
 from memstream.sinks.ports import StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.sinks.vector.errors import store_error
 from memstream.sinks.vector.expr import (
@@ -53,6 +54,7 @@ from memstream.sinks.vector.schema import (
 from memstream.topics.models import Status
 
 Partitioning = Literal["auto", "cube", "key", "none"]
+Consistency = Literal["Strong", "Bounded", "Session", "Eventually"]
 _BATCH = 500
 _OUTPUT = [*SCALAR_FIELDS, "vector"]
 _SCALARS = list(SCALAR_FIELDS)
@@ -70,6 +72,8 @@ _LITE_WRITES: dict[str, threading.Lock] = {}
 _WRITE_METHODS = frozenset({"insert", "upsert", "delete", "flush", "create_partition",
                             "drop_partition", "create_collection", "drop_collection",
                             "create_index", "drop_index"})
+# Reads that take a consistency level on a server (the collection's is ``Strong``).
+_READ_METHODS = frozenset({"search", "query", "get"})
 
 
 class MilvusVectorStore:
@@ -78,6 +82,9 @@ class MilvusVectorStore:
     ``templates`` sends filter values as Milvus expression templates instead of escaped
     literals. ``None`` (the default) asks the server: on from Milvus 2.5, which introduced
     them; off for Lite and older servers, whose parsers reject ``{p0}``.
+
+    On a server, reads are ``Strong`` (they see every acknowledged write), except under
+    ``sinks.freshness.relaxed_reads``, where they use ``relaxed_consistency``.
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class MilvusVectorStore:
         partitioning: Partitioning = "auto",
         templates: bool | None = None,
         flush_after_rows: int = 1000,
+        relaxed_consistency: Consistency = "Bounded",
     ) -> None:
         if dim <= 0:
             raise StoreError(f"vector dimension must be positive, got {dim}")
@@ -107,6 +115,7 @@ class MilvusVectorStore:
             partitioning = "cube" if self._lite else "key"
         self._partitioning: Partitioning = partitioning
         self._templates_setting = templates
+        self._relaxed_consistency: Consistency = relaxed_consistency
         self._templates = bool(templates) and not self._lite
         self._client: MilvusClient | None = None
         self._features: ServerFeatures | None = None  # a server's, once connected
@@ -298,6 +307,8 @@ class MilvusVectorStore:
         if self._client is None:
             raise StoreError("vector store is closed")
         call = getattr(self._client, method)
+        if not self._lite and method in _READ_METHODS and reads_relaxed():
+            kwargs.setdefault("consistency_level", self._relaxed_consistency)
         if self._write_lock is not None and method in _WRITE_METHODS:
             lock = self._write_lock
 

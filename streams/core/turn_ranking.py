@@ -15,6 +15,7 @@ rankings are levelled between them first (``streams/core/crosslingual.py``).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -138,12 +139,14 @@ async def rank_windows(
     if recall.related_words > 0 and (extra := related(qterms)):
         turn_bm = turn_bm + recall.related_words * index.turn_bm25.scores(extra)
         episode_bm = episode_bm + recall.related_words * index.episode_bm25.scores(extra)
-    episode_hits = await deps.query.vector_search(
-        cube_id, VectorQuery(query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated",
-                             with_vectors=False))
+    # the two vector searches wait on the store, not on each other: one after the other they
+    # were the longest stretch of a warm search on a Milvus server (bench/tenancy.py)
+    episode_hits, (turn_cos, statement_of) = await asyncio.gather(
+        deps.query.vector_search(cube_id, VectorQuery(
+            query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated",
+            with_vectors=False)),
+        _statement_cosines(deps, cube_id, query_vec, index, recall.statements))
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
-    turn_cos, statement_of = await _statement_cosines(deps, cube_id, query_vec, index,
-                                                      recall.statements)
     k = fusion.turn_k
     turn_words = _ranks({i: float(s) for i, s in enumerate(turn_bm) if s > 0})
     episode_words = _ranks({i: float(s) for i, s in enumerate(episode_bm) if s > 0})

@@ -10,6 +10,7 @@ the reply is sent (``streams/search/usage.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -21,6 +22,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from memstream.security.signing import SignatureRefused
+from memstream.sinks.freshness import relaxed_reads
 from memstream.sinks.ports import VectorQuery
 from memstream.streams import metering
 from memstream.streams.core.across import search_cubes
@@ -154,9 +156,13 @@ async def _dispatch(req: RequestBase, deps: Deps, wait: WaitApplied) -> tuple[
         case SearchRequest():
             if req.after is not None:
                 await wait(req.after, deps.settings.search.after_timeout_s)
-            found, mode, cube_of = await search_cubes(req, deps)
-            if not found:  # only an empty answer needs to know whether the cubes exist
-                await _ensure_some(deps, req.cubes)
+            # without ``after`` the search promises no order with writes: its vector reads,
+            # in every cube it names, need not wait for the store to apply every write
+            # (sinks/freshness.py)
+            with contextlib.nullcontext() if req.after is not None else relaxed_reads():
+                found, mode, cube_of = await search_cubes(req, deps)
+                if not found:  # only an empty answer needs to know whether the cubes exist
+                    await _ensure_some(deps, req.cubes)
             # a hit's usage history stays in the store (``get`` returns it): it grows with every
             # search that returns the node, and was half of a search reply's bytes
             hits = tuple(s.model_copy(update={"item": s.item.evolve(usage=())})

@@ -1,14 +1,20 @@
 """An unreachable Milvus server is an outage (``StoreUnavailable``): the stage that meets it
-pauses instead of dead-lettering its backlog. A real client against a closed port."""
+pauses instead of dead-lettering its backlog (a real client against a closed port). A
+server's reads are exact unless relaxed (``sinks.freshness``), its writes always; Milvus
+Lite gets no consistency level at all (a client that records the calls)."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memstream.sinks.ports import StoreUnavailable
+from memstream.sinks.freshness import relaxed_reads
+from memstream.sinks.ports import StoreUnavailable, VectorQuery, VectorRecord
 from memstream.sinks.vector.milvus import MilvusVectorStore
+from memstream.sinks.vector.schema import partition_name
 from memstream.streams.runtime.stage import is_outage
 
 
@@ -23,3 +29,58 @@ async def test_a_milvus_server_that_refuses_connections_is_an_outage() -> None:
     with pytest.raises(StoreUnavailable) as caught:
         await store.ensure_collection()
     assert is_outage(caught.value)
+
+
+class RecordingClient:
+    """Stands in for pymilvus's client: records each call's keyword arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, method: str) -> Any:
+        def call(*_args: Any, **kwargs: Any) -> Any:
+            self.calls.append((method, kwargs))
+            return [[]] if method == "search" else []
+        return call
+
+
+def opened(store: MilvusVectorStore) -> RecordingClient:
+    client = RecordingClient()
+    store._client = client  # type: ignore[assignment]
+    store._ready = True
+    return client
+
+
+async def some_reads(store: MilvusVectorStore) -> None:
+    await store.search("c1", VectorQuery([1.0, 0.0, 0.0, 0.0], 3))
+    await store.get("c1", ["a"])
+    await store.all_records("c1")
+    await store.upsert([VectorRecord(id="a", cube_id="c1", user_id="c1",
+                                     memory_type="LongTermMemory", status="activated",
+                                     vector=[1.0, 0.0, 0.0, 0.0])])
+
+
+def levels(client: RecordingClient) -> dict[str, str | None]:
+    return {m: kw.get("consistency_level") for m, kw in client.calls if m != "has_partition"}
+
+
+async def test_a_server_reads_relaxed_only_where_asked_and_never_relaxes_writes() -> None:
+    store = MilvusVectorStore("http://127.0.0.1:1", "c", dim=4,
+                              relaxed_consistency="Session")
+    client = opened(store)
+    await some_reads(store)
+    assert levels(client) == {"search": None, "get": None, "query": None, "upsert": None}
+    client.calls.clear()
+    with relaxed_reads():
+        await some_reads(store)
+    assert levels(client) == {"search": "Session", "get": "Session", "query": "Session",
+                              "upsert": None}
+
+
+async def test_milvus_lite_never_gets_a_consistency_level(tmp_path: Path) -> None:
+    store = MilvusVectorStore(str(tmp_path / "v.db"), "c", dim=4)
+    client = opened(store)
+    store._partitions.add(partition_name("c1"))  # a partition per cube: the cube has one
+    with relaxed_reads():
+        await some_reads(store)
+    assert levels(client) == {"search": None, "get": None, "query": None, "upsert": None}

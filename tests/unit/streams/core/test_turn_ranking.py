@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from memstream.sinks.ports import VectorHit, VectorQuery
 from memstream.streams.core import episode_index
 from memstream.streams.core.episode_index import indexes_for, speaker_of
 from memstream.streams.core.retrieval import search
-from memstream.streams.core.turn_ranking import named_speakers
+from memstream.streams.core.turn_ranking import named_speakers, rank_windows
 from memstream.streams.extraction.logic import extract
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps
@@ -279,3 +280,25 @@ async def test_a_reply_returns_each_turn_and_each_statement_once(tmp_path: Path)
     for hit in found:
         numbers = [int(t[1:]) for t in hit.excerpt_ids]
         assert numbers == list(range(numbers[0], numbers[-1] + 1))
+
+
+async def test_the_episode_and_statement_searches_run_at_once(tmp_path: Path) -> None:
+    """Neither vector search of turn ranking waits for the other: each is held here until
+    both have started (one after the other, the first would wait for ever)."""
+    deps = memory_deps(tmp_path, clock=ManualClock(T))
+    await _ingest(deps)
+    both = asyncio.Barrier(2)
+    vector_search = deps.query.vector_search
+    types: list[tuple[str, ...]] = []
+
+    async def held(cube_id: str, query: VectorQuery) -> list[VectorHit]:
+        types.append(tuple(query.memory_types or ()))
+        await both.wait()
+        return await vector_search(cube_id, query)
+
+    deps.query.vector_search = held  # type: ignore[method-assign]
+    vec = (await deps.embedder.embed_queries(["What does my brother's bakery sell?"]))[0]
+    windows, index, _ = await asyncio.wait_for(rank_windows(
+        deps, "alice", "What does my brother's bakery sell?", vec, [], 3), timeout=10)
+    assert sorted(types) == [("EpisodicMemory",), ("LongTermMemory", "UserMemory")]
+    assert "sourdough" in " ".join(index.turns[t].text for t in windows[0].turns)

@@ -9,6 +9,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+from memstream.security.access import CubeAccess
+from memstream.sinks.freshness import reads_relaxed
+from memstream.sinks.ports import VectorHit, VectorQuery
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.runtime.stage import Deps, RawRecord
 from memstream.streams.search.logic import Answer, _bounded, answer
@@ -247,3 +250,29 @@ def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
     assert not bounded.ok and bounded.result is None and bounded.error is not None
     assert "the limit is 5,000 (MEMSTREAM_LIMITS__EVENT_BYTES)" in bounded.error.message
     assert _bounded(reply, LIMITS) is reply
+
+
+async def test_a_search_without_after_reads_vectors_relaxed_and_one_with_after_exactly(
+        tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path)
+    await remember(deps, CUBE, *FACTS)
+    await remember(deps, "bob-notes", *FACTS)
+    await deps.store.graph.set_cube_access(CubeAccess(cube_id="bob-notes", owner=CUBE))
+    vectors = deps.store.vectors
+    search = vectors.search
+    relaxed: list[bool] = []
+
+    async def watched(cube_id: str, query: VectorQuery) -> list[VectorHit]:
+        relaxed.append(reads_relaxed())
+        return await search(cube_id, query)
+
+    vectors.search = watched  # type: ignore[method-assign]
+    after = WriteToken(topic="t.memory.items", partition=0, offset=1)
+    for cubes in ((), ("bob-notes",)):  # one cube, and several searched as one
+        for request, relaxes in ((ask("peanut allergy", cube_ids=cubes), True),
+                                 (ask("peanut allergy", cube_ids=cubes, after=after), False)):
+            relaxed.clear()
+            await result_of(deps, request)
+            assert len(relaxed) >= len(request.cubes)
+            assert all(r == relaxes for r in relaxed), (cubes, relaxes)
+    assert not reads_relaxed()
