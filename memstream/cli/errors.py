@@ -36,6 +36,11 @@ def validation_line(exc: ValidationError, what: str = "") -> str:
             msg = f"must be one of {ctx['expected']}"
         elif err["type"] == "string_too_short" and ctx.get("min_length") == 1:
             msg = "must not be empty"
+        elif err["type"] == "value_error" and "error" in ctx:
+            msg = str(ctx["error"])  # our own validator's words, without pydantic's "Value error, "
+            if msg.startswith(f"{field}."):
+                parts.append(msg)  # it names the field already (search.overrides: …)
+                continue
         parts.append(f"{field}: {msg}")
     prefix = f"{what}: " if what else ""
     return prefix + "; ".join(parts)

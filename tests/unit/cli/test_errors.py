@@ -27,3 +27,23 @@ def test_each_kind_of_error_exits_with_its_code(error: Exception, code: int) -> 
     assert raised.exit_code == code
     shown = error.message if isinstance(error, MemoryServiceError) else str(error)
     assert raised.format_message() == shown
+
+
+@pytest.mark.parametrize(("env", "line"), [
+    ({"search": {"overrides": {"fusion.turn_k": 0}}},
+     "search.overrides: fusion.turn_k: Input should be greater than or equal to 1 (got 0)"),
+    ({"search": {"turn_rrf_k": 5}},
+     "search.turn_rrf_k is now the recipe field fusion.turn_k: set search.overrides"),
+])
+def test_a_bad_search_setting_is_one_line_naming_the_field_once(env: dict[str, object],
+                                                                line: str) -> None:
+    from pydantic import ValidationError
+
+    from memstream.cli.errors import validation_line
+    from memstream.topics.settings import Settings
+
+    with pytest.raises(ValidationError) as caught:
+        Settings(**env)  # type: ignore[arg-type]
+    shown = validation_line(caught.value, "settings")
+    assert shown.startswith(f"settings: {line}")
+    assert "Value error" not in shown and "\n" not in shown
