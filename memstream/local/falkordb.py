@@ -293,6 +293,11 @@ class FalkorDBServer:
             # Every write is logged as its effects: a log mixing queries and effects does
             # not replay (falkordb_aof explains why).
             *aof.EFFECTS_ONLY,
+            # No query telemetry: FalkorDB keeps each query's text, parameters written in,
+            # in a `telemetry{graph}` stream that is saved with the data, and writes it a
+            # moment after the query, so text an erasure had just removed came back into the
+            # next snapshot (tests/e2e/test_erasure_on_disk.py, once under load).
+            "CMD_INFO", "no",
         ]  # fmt: skip
         if bolt is not None:
             cmd += ["BOLT_PORT", str(bolt)]

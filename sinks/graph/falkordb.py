@@ -70,7 +70,9 @@ class FalkorDBGraphStore(CypherGraphStore):
         """Erasure on disk (``sinks.erasure``): the server rewrites its append-only file and
         RDB snapshot from what it holds now, so deleted text leaves its files. First the
         graph's telemetry stream goes: FalkorDB keeps recent queries there (a Redis key,
-        saved with the rest) with their parameters written into the query text."""
+        saved with the rest) with their parameters written into the query text. It writes
+        them a moment after each query, so a server that keeps telemetry can put text
+        back after this delete; the embedded server runs with it off (``CMD_INFO no``)."""
         from memstream.sinks.erasure import rewrite_redis_files
 
         try:
