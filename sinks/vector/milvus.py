@@ -57,7 +57,6 @@ Partitioning = Literal["auto", "cube", "key", "none"]
 Consistency = Literal["Strong", "Bounded", "Session", "Eventually"]
 _BATCH = 500
 _OUTPUT = [*SCALAR_FIELDS, "vector"]
-_SCALARS = list(SCALAR_FIELDS)
 log = logging.getLogger("memstream.milvus")
 _PAGE = 10_000  # rows per query page (Milvus caps offset + limit at 16,384)
 LITE_CONNECT_ATTEMPTS = 3  # opening a Lite file: tries before the error
@@ -465,7 +464,7 @@ class MilvusVectorStore:
             data=[target.tolist()],
             limit=query.top_k,
             # a hit's vector is 384 floats to send and decode: only when the caller reads it
-            output_fields=_OUTPUT if query.with_vectors else _SCALARS,
+            output_fields=_OUTPUT if query.with_vectors else SCALAR_FIELDS,
             search_params=search_params(self._index_type, query.top_k),
             **self._filter(expr),
             **self._read_kw(part),
