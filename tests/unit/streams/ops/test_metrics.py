@@ -1,8 +1,12 @@
 """A worker's metrics (streams/ops/metrics.py) label at most ``metrics.cube_labels_max``
-cubes, whatever the number of cubes it meters, and still count every call."""
+cubes, whatever the number of cubes it meters, and still count every call; stopping them
+ends the lag sampler whatever its probe does with a cancel."""
 
 from __future__ import annotations
 
+import asyncio
+
+from memstream.kafka.admin import Positions
 from memstream.streams.ops.metrics import WorkerMetrics
 from memstream.topics.settings import MetricsSettings, Settings
 
@@ -54,3 +58,26 @@ def test_without_cube_labels_every_cube_shares_one_series() -> None:
         m.llm_call("search", f"cube{c}", "parse", "ok", 0, 0, 0.01)
     assert samples(m, "memstream_llm_calls_total") == [
         ({"stage": "search", "cube": "", "task": "parse", "outcome": "ok"}, 10.0)]
+
+
+async def test_stop_ends_the_sampler_even_when_a_lag_probe_swallows_the_cancel() -> None:
+    """aiokafka's clients can swallow a cancel while closing; the sampler must still end (a
+    worker's stop once waited 295 s on it)."""
+    m = metrics(enabled=False, sample_interval_s=0.01)
+    probing = asyncio.Event()
+    swallowed: list[bool] = []
+
+    async def probe() -> Positions:
+        probing.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            if swallowed:
+                raise
+            swallowed.append(True)  # once, as a library closing its client would
+        return {}
+
+    assert m.start(probe) is None
+    await probing.wait()
+    await asyncio.wait_for(m.stop(), timeout=10)
+    assert swallowed  # the cancel did land in the probe, and the stop still returned
