@@ -38,6 +38,9 @@ _ZH_CHANGE = tuple(words_of("""
     辞职 离职 辞掉 跳槽 戒了 戒掉 卖了 卖掉 分手 离婚 退休 退出 转学 转到 转行 变成 现在 如今
     已经没 去世 走了 没续
 """))
+# "Now" that looks back rather than says what holds: 到现在 (until now), 现在想想/现在看来/现在回想
+# (in hindsight). Matched at the 现在 (and one character before it, for 到).
+_ZH_NOT_A_CHANGE = re.compile(r"(?<=到)现在|现在(?:想想|想来|想起|看来|回想|回头|想一想)")
 # 不/没 … 了 with at most six characters between: 不抽烟了, 不吃肉了, 没养狗了
 _ZH_NOT_ANY_MORE = re.compile(r"[不没][^，。,.!?！？]{1,6}了")
 
@@ -56,11 +59,15 @@ def change_marker(text: str) -> str | None:
     if m := _EN_CHANGE.search(text):
         return m[0]
     for word in _ZH_CHANGE:
-        if word in text:
+        if any(not _ZH_NOT_A_CHANGE.match(text, at) for at in _found(text, word)):
             return word
     if m := _ZH_NOT_ANY_MORE.search(text):
         return m[0]
     return None
+
+
+def _found(text: str, word: str) -> list[int]:
+    return [m.start() for m in re.finditer(re.escape(word), text)]
 
 
 def marker_clause(text: str, marker: str) -> tuple[str, str]:

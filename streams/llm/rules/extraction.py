@@ -80,6 +80,20 @@ _ZH_FILLER = re.compile(
 )
 _ZH_LEAD = re.compile(r"^(?:嗯+|哦+|啊|哈哈+|对了|其实|另外|还有|你好|您好|嗨)[，,、\s!！。~～]*")
 _ZH_QUESTION_TAIL = re.compile(r"[吗嘛么呢]\s*$")
+# A question often follows what the user tells in the same breath: "my landlord in Sacramento
+# finally fixed the heater, anyway whats a good slow cooker recipe?", "我住在台北，最近房租又涨了，
+# 有什么找房子的网站推荐吗". The clauses before the one that asks are kept as what was told.
+_EN_CLAUSE = re.compile(r"\s*(?:[,;:]|\.\.\.+|\s[-–—]\s|[\U0001F300-\U0001FAFF\u2600-\u27BF]+)\s*"
+                        r"|\s+(?=(?:anyway|btw|but)\b)", re.IGNORECASE)
+_EN_ASKS = re.compile(
+    r"^(?:(?:anyway|btw|but|and|so|ok|okay|also|just|lol|haha|quick question|question)\b[\s,]*)*"
+    r"(?:what|what's|whats|how|how's|hows|any|anyone|anybody|can|could|should|would|will|is|are|"
+    r"am|do|does|did|have|has|had|was|were|where|when|why|who|which|shall|wanna|ideas|tips|"
+    r"thoughts|suggestions|"
+    r"recommendations|pls|please)\b", re.IGNORECASE)
+_ZH_CLAUSE = re.compile(r"[，,、；;：:～~]+|\s+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+")
+_ZH_ASKS = re.compile(r"[吗嘛呢]|什么|怎么|怎样|如何|哪|为什么|为啥|多少|几[个种点]|有没有|能不能|"
+                      r"可不可以|是不是|要不要|求推荐|推荐一下|请问")
 _JA_QUESTION_TAIL = re.compile(r"(?:か|の)[。．]?\s*$")
 _CJK_SCRIPTS = ("zh", "ja")
 
@@ -110,6 +124,33 @@ def _substantive(sentence: str, script: Script) -> bool:
         case "latin":
             words = [w.lower() for w in en_words(sentence)]
             return len(words) >= 3 and not all(w in _EN_FILLER for w in words)
+
+
+def _asks(sentence: str, script: Script) -> bool:
+    body = sentence.rstrip()
+    if body.endswith(("?", "？")):
+        return True
+    return script == "zh" and bool(_ZH_QUESTION_TAIL.search(re.sub(r"[^\u3400-\u9fff]", "", body)))
+
+
+def _told_before_asking(sentence: str, script: Script) -> str | None:
+    """What a question-ending ``sentence`` tells before the clause that asks, or None when it
+    only asks ("is it bad that I smoke again?" asks from its first word)."""
+    if script not in ("zh", "latin"):
+        return None
+    clause, asks = (_ZH_CLAUSE, _ZH_ASKS) if script == "zh" else (_EN_CLAUSE, _EN_ASKS)
+    starts = [0, *(m.end() for m in clause.finditer(sentence) if 0 < m.end() < len(sentence))]
+    for start in starts:
+        rest = sentence[start:]
+        if asks.match(rest) if script == "latin" else asks.search(_first_clause(rest)):
+            told = sentence[:start].rstrip(" ,，;；:：、~～-–—")
+            return told or None
+    return None
+
+
+def _first_clause(text: str) -> str:
+    m = _ZH_CLAUSE.search(text)
+    return text[: m.start()] if m else text
 
 
 # --------------------------------------------------------------------------- classification
@@ -200,6 +241,11 @@ def item_from_sentence(
     """
     script = script_of(sentence)
     sentence = _clean(sentence, script)
+    if _asks(sentence, script):
+        told = _told_before_asking(sentence, script)
+        if told is None:
+            return None
+        sentence = _clean(told, script)
     if not _substantive(sentence, script):
         return None
     zh = script == "zh"

@@ -377,3 +377,26 @@ async def test_rules_provider_turns_stand_in_failures_into_llm_error(
     with pytest.raises(LLMError, match="cannot handle this"):
         await llm.run(task, ENGLISH)
     assert llm.usage.failures == 1
+
+
+@pytest.mark.parametrize(("said", "kept"), [
+    ("ok so my landlord in Sacramento finally fixed the heater lol, only took 3 weeks 🙄 anyway "
+     "whats a good slow cooker recipe for a tiny apartment kitchen?",
+     "my landlord in Sacramento finally fixed the heater lol, only took 3 weeks 🙄"),
+    ("I teach 8th grade science in Columbus, any fun experiment ideas for a unit on density?",
+     "I teach 8th grade science in Columbus"),
+    ("我住在台北，最近房租又涨了，有什么找房子的网站推荐吗", "我住在台北，最近房租又涨了"),
+    ("我最近开始吃素了，有什么好吃的素菜推荐吗？", "我最近开始吃素了"),
+])
+def test_what_is_told_before_a_question_in_one_sentence_is_kept(said: str, kept: str) -> None:
+    assert [m.value for m in rules(chat(("m1", "user", said))).memories] == [kept]
+
+
+@pytest.mark.parametrize("asked", [
+    "is it bad that I'm up to like a pack a day again?",
+    "What do you think about hiking?",
+    "对了，年终总结怎么写？",
+    "你觉得我应该学法语吗",
+])
+def test_a_sentence_that_only_asks_is_still_skipped(asked: str) -> None:
+    assert rules(chat(("m1", "user", asked))).memories == []
