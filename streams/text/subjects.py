@@ -87,7 +87,9 @@ _ZH_RELATIONS = {**lx.ZH_RELATIONS, "母亲": "mother", "父亲": "father", "太
                  "堂哥": "cousin", "堂弟": "cousin", "舅舅": "uncle", "叔叔": "uncle",
                  "阿姨": "aunt", "姑姑": "aunt", "孙子": "grandson", "孙女": "granddaughter",
                  "同学": "classmate", "教练": "coach", "宝宝": "baby", "男友": "boyfriend",
-                 "女友": "girlfriend", "未婚夫": "fiance", "未婚妻": "fiancee", "领导": "boss"}
+                 "女友": "girlfriend", "未婚夫": "fiance", "未婚妻": "fiancee", "领导": "boss",
+                 "爸": "father", "妈": "mother", "老爸": "father", "老妈": "mother",
+                 "爸妈": "parents", "哥": "brother", "弟": "brother"}
 _ZH_RELS = "|".join(sorted(_ZH_RELATIONS, key=len, reverse=True))
 _ZH_PRONOUNS = ("他们", "她们", "它们", "他", "她", "它", "这", "那")
 
@@ -160,6 +162,14 @@ def _self_or_relation(owner: str, word: str, name: str = "", modifier: str = "")
     return keys
 
 
+# A sentence that opens with a verb in the past tense and goes on to its object or place has
+# dropped its "I" ("Cancelled my gym membership", "Moved to Berlin last month"); a name goes
+# on to a verb ("Ted moved to Berlin").
+_DROPPED_I = re.compile(
+    r"(?:[A-Z][a-z]{2,}ed|Got|Quit|Left|Sold|Took|Went|Made|Bought|Began|Gave|Lost|Found|Sent)"
+    r"\s+(?:my|our|to|the|a|an|from|up|out|off|back|over|into|in|on|at|for|with|away|it)\b")
+
+
 def _en_subject(text: str, owner: str) -> set[str]:
     body = text.lstrip(" \"'“‘-—")
     body = _EN_LEAD_FILLER.sub("", body, count=1) if _EN_LEAD_FILLER.match(body) else body
@@ -182,6 +192,8 @@ def _en_subject(text: str, owner: str) -> set[str]:
     words = [w for w in m[1].split() if w.lower() not in _TITLES]
     if not words or words[0].lower().strip(".") in _NOT_SUBJECT_NAMES or _calendar(words[0]):
         return set()
+    if _DROPPED_I.match(body):
+        return {owner}  # "Moved to Berlin.", "Switched my phone plan": chat drops the "I"
     name = " ".join(words).lower()
     rest = body[m.end():]
     if name.endswith(("'s", "’s")):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memstream.streams.llm.rules.conflict_analysis import Statement, analyse
+from memstream.streams.llm.rules.conflict_analysis import Statement, analyse, stem
 from memstream.streams.llm.rules.modality import mood
 from memstream.streams.prompts.conflict import Relation
 from memstream.streams.text.changes import (
@@ -32,6 +32,7 @@ from memstream.streams.text.changes import (
     unreal,
 )
 from memstream.streams.text.subjects import different_subjects, subject_of
+from memstream.streams.text.words import zh_words
 
 _YEAR = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")
 # Stems (English) or characters (Chinese) two statements must share to be about one thing.
@@ -40,6 +41,50 @@ _SHARED = {"en": 1, "zh": 2}
 _WHEN_EN = frozenset({"last", "next", "week", "month", "year", "day", "ago", "yesterday",
                       "today", "tomorrow"})
 _WHEN_ZH = frozenset("年月日号周天昨今明去前后上下个星期礼拜早晚")
+# What a statement is about, beyond the relation judge's one-value attributes
+# (``lexicon.SLOT_FRAMES``): the things a person has one of at a time and says they changed
+# (a job, a diet, a habit, a phone, a gym). Only a said change reads these, so two statements
+# that merely mention coffee are no contradiction for them. (attribute, English stems,
+# Chinese words)
+_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("work", ("job", "boss", "manager", "coworker", "colleague", "employer", "company", "office",
+              "hire", "resign", "notice", "onboard", "intern", "salary", "career", "startup"),
+     ("公司", "老板", "同事", "领导", "上司", "新工作", "实习", "工资", "单位", "入职", "离职")),
+    ("phone", ("pixel", "galaxy", "oneplus"), ("苹果手机", "安卓机", "新手机")),
+    ("vehicle", ("truck", "suv", "sedan", "motorcycle", "minivan", "hatchback"),
+     ("电动车", "摩托", "汽车")),
+    ("diet", ("meat", "vegan", "vegetarian", "plant", "pescatarian", "keto", "chicken", "beef",
+              "pork", "steak", "dairy"),
+     ("吃肉", "吃素", "素食", "荤", "牛肉", "鸡肉", "猪肉")),
+    ("drink", ("coffee", "tea", "beer", "wine", "alcohol", "sober", "latte", "espresso",
+               "drinking"),
+     ("咖啡", "奶茶", "喝茶", "喝酒", "啤酒", "红酒", "白酒")),
+    ("smoking", ("smoke", "smoking", "cigarette", "vape", "nicotine"), ("烟", "抽烟", "吸烟")),
+    ("fitness", ("gym", "membership", "workout", "crossfit", "yoga", "pilates"),
+     ("健身", "健身房", "瑜伽", "私教")),
+    ("pet", ("dog", "cat", "puppy", "kitten"), ("狗", "猫")),
+    ("doctor", ("doctor", "dr", "physician", "gp", "dentist", "therapist"),
+     ("医生", "大夫", "牙医")),
+    ("commute", ("commute", "subway", "bus", "train", "metro"),
+     ("地铁", "公交", "通勤", "骑车", "打车")),
+    ("partner", ("boyfriend", "girlfriend", "husband", "wife", "partner", "married", "single",
+                 "dating", "fiance", "fiancee"),
+     ("男朋友", "女朋友", "男友", "女友", "老公", "老婆", "对象", "结婚", "单身")),
+)
+_HINT_STEMS = tuple((name, frozenset(stem(w) for w in en)) for name, en, _ in _HINTS)
+_WORD = re.compile(r"[a-z][a-z-]*")
+# A change that names what it changed, not the value it changed to: "switched my car
+# insurance", "changed banks", "换了个部门", "把手机套餐…换". It ends only a statement about
+# that thing ("I drive a Subaru" holds after a new insurer). "switched to X", "换成X" name
+# the new value instead and are not read here.
+_EN_CHANGED = re.compile(
+    r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed)\s+(?:my|our|the)\s+"
+    r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|\b(?:switched|changed|swapped)\s+([a-z]+s)\b",
+    re.IGNORECASE)
+_EN_STOP_AT = frozenset({"from", "to", "for", "with", "at", "in", "on", "and", "or", "but",
+                         "over", "into", "because", "since", "after", "last", "this", "so"})
+_ZH_CHANGED = re.compile(r"把([\u4e00-\u9fff]{1,8}?)(?:换|改)|(?:换|改)了(?:个|一个|家(?!庭)|份)?"
+                         r"([\u4e00-\u9fff]{1,5})")
 
 
 def ends(existing: str, new: str, relation: Relation, *, existing_since: datetime | None,
@@ -68,8 +113,12 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
     if not any(_leaves(new, place) for place in a.entities) \
             and any(_arrives_at(new, place) for place in a.entities):
         return None  # "I moved to Lyon" after "I live in Lyon": how the user got there
-    if not _same_thing(a, b, marker, relation):
+    about_a = _about(existing, a)
+    if not _same_thing(a, b, marker, relation, about_a, _about(new, b)):
         return None
+    if (thing := _changed_thing(clause)) is not None \
+            and not _touches(thing, existing, a, b, about_a):
+        return None  # "switched my car insurance" leaves the car
     return f"an explicit change ({marker!r}) replaces the earlier statement"
 
 
@@ -85,18 +134,74 @@ def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
     return different_subjects(existing, new) is not None
 
 
-def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation) -> bool:
-    """Whether the change is about what the earlier statement states."""
+def _about(text: str, s: Statement) -> frozenset[str]:
+    """The attributes ``text`` (analysed as ``s``) is about: the judge's frames and hints."""
+    if s.lang == "zh":
+        hinted = {name for name, _, zh in _HINTS if any(w in text for w in zh)}
+    else:
+        stems = {stem(w) for w in _WORD.findall(text.lower())}
+        hinted = {name for name, en in _HINT_STEMS if en & stems}
+    return s.frames | hinted
+
+
+def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation,
+                about_a: frozenset[str], about_b: frozenset[str]) -> bool:
+    """Whether the change is about what the earlier statement states. ``about_*``, the
+    attributes each is about, only ever add evidence: a statement mentions more than the one
+    attribute it sets ("the gym near the office"), so only the judge's frames tell two
+    attributes apart."""
     if is_move(marker) and "residence" not in a.frames \
             and (a.frames or not a.entities & b.entities):
         return False  # a move ends a home (or what was said of the place left), not a job
     if a.frames and b.frames and not a.frames & b.frames:
         return False  # different attributes: where one lives, where one works
-    if relation == "contradictory" or a.frames & b.frames or a.entities & b.entities:
+    if relation == "contradictory" or about_a & about_b or a.entities & b.entities:
         return True
     if a.lang != b.lang:
         return True  # words cannot be compared: the similarity that made them candidates
     return len(_topical(a.content, a.lang) & _topical(b.content, b.lang)) >= _SHARED[a.lang]
+
+
+def _changed_thing(clause: str) -> tuple[str, ...] | None:
+    """The words naming the thing a change says it changed, head last ("my PureGym
+    membership" -> ("puregym", "membership"); "部门"), or None when it names none (or names
+    the new value: "换了个小米13")."""
+    if m := _EN_CHANGED.search(clause):
+        if m[2]:
+            return (m[2].lower(),)
+        words: list[str] = []
+        for word in m[1].lower().split():
+            if word in _EN_STOP_AT:
+                break
+            words.append(word)
+        return tuple(words) or None
+    if m := _ZH_CHANGED.search(clause):
+        named = re.split(r"[从由跟]", m[1] or m[2])[0]  # 把手机套餐从移动换到联通: 手机套餐
+        if re.search(r"[A-Za-z0-9]", named) or re.match(r"\s*[A-Za-z0-9]", clause[m.end():]):
+            return None  # a model or a name: the new value
+        tagged = [(w, tag) for w, tag in zh_words(named) if tag.startswith(("n", "v"))]
+        if not tagged or tagged[-1][1] in ("nr", "ns", "nt", "nz"):
+            return None
+        return tuple(w for w, _ in tagged)
+    return None
+
+
+def _touches(thing: tuple[str, ...], existing: str, a: Statement, b: Statement,
+             about_a: frozenset[str]) -> bool:
+    """Whether the earlier statement is about ``thing`` (head last): it names one of its
+    words or a name the change also names ("from Vodafone"), or the head's attribute is one
+    it is about."""
+    if a.entities & b.entities:
+        return True
+    head = thing[-1]
+    if a.lang == b.lang:
+        if head.isascii():
+            said = {stem(w) for w in _WORD.findall(existing.lower())}
+            if any(stem(w) in said for w in thing):
+                return True
+        elif any(w in existing for w in thing):
+            return True
+    return bool(_about(head, analyse(head)) & about_a)
 
 
 def _topical(content: frozenset[str], lang: str) -> frozenset[str]:

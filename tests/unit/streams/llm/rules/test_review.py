@@ -63,3 +63,35 @@ def test_a_change_ends_only_what_it_is_about_not_what_was_said_about_the_same_ti
     # a move ends a home (an apartment, a place one unpacked in, the place left), and sharing
     # "last week / last month" makes no two statements one thing
     assert closed == [False, False, True, True]
+
+
+def _closes(pairs: tuple[tuple[str, str], ...]) -> list[bool]:
+    ctx = ReviewContext(items=[ReviewItem(new=stmt(new, 40), candidates=[
+        Candidate(statement=stmt(old), similarity=0.9)]) for old, new in pairs])
+    answer = stand_in(REVIEW)(ctx)
+    return [(d.relation if (d := answer.decision_for(i, 1)) else None) == "supersedes"
+            for i in range(len(pairs))]
+
+
+def test_a_change_that_names_what_it_changed_ends_only_a_statement_about_that() -> None:
+    assert _closes((
+        ("I drive a 2015 Subaru Outback.", "Just switched my car insurance from Geico to "
+         "Progressive."),
+        ("我用的是iPhone 14 Pro，拍照还可以。", "我把手机套餐从移动换到联通了。"),
+        ("我在小米上班，最近在做相机项目。", "我换了个部门，现在做智能家居了。"),
+        ("I go to the PureGym on Baker Street.", "Cancelled my PureGym membership and joined "
+         "the Fitness First instead."),
+        ("My mobile plan is with Vodafone.", "Switched my phone contract from Vodafone to "
+         "giffgaff."),
+        ("I use a Pixel 7, the camera is great.", "Traded my Pixel for an iPhone 15."),
+    )) == [False, False, False, True, True, True]
+
+
+def test_a_job_or_a_diet_said_in_other_words_is_one_attribute_and_a_dad_is_not_the_user() -> None:
+    assert _closes((
+        ("Need help wording an email to my manager at Wayfair.",
+         "I handed in my notice and started at Chewy on monday."),
+        ("我在华为上班，天天加班。", "我爸刚换了华为P60，他老问我怎么用。"),  # the dad's phone
+        ("I eat a lot of chicken and beef, trying to bulk.",
+         "been fully plant based since june, no meat at all anymore."),
+    )) == [True, False, True]
