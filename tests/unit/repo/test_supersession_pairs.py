@@ -1,9 +1,8 @@
 """The supersession set (``tests/data/supersession_pairs.jsonl``, read by
 ``bench/supersession.py``) has the shape the bench counts on: enough pairs, half of them or
 more explicit changes, every near-miss kind, both languages and mixed pairs, and terms that
-tell the current fact's hits from the stale one's. The held-out set
-(``supersession_heldout3.jsonl``) is held to the same per-pair checks and a composition of
-its own."""
+tell the current fact's hits from the stale one's. The held-out sets
+(``supersession_heldout3.jsonl`` to ``5``) are held to the same per-pair checks."""
 
 from __future__ import annotations
 
@@ -26,7 +25,10 @@ def load(name: str) -> list[dict[str, Any]]:
 Pairs = list[dict[str, Any]]
 PAIRS = load("supersession_pairs.jsonl")
 HELDOUT3 = load("supersession_heldout3.jsonl")
-EVERY_SET = pytest.mark.parametrize("pairs", [PAIRS, HELDOUT3], ids=["pairs", "heldout3"])
+HELDOUT4 = load("supersession_heldout4.jsonl")
+HELDOUT5 = load("supersession_heldout5.jsonl")
+EVERY_SET = pytest.mark.parametrize("pairs", [PAIRS, HELDOUT3, HELDOUT4, HELDOUT5],
+                                    ids=["pairs", "heldout3", "heldout4", "heldout5"])
 NEAR_MISS_KINDS = {"plan", "trip", "other_person", "other_time", "hypothetical",
                    "other_attribute"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -115,9 +117,10 @@ def test_the_terms_tell_the_current_fact_from_the_stale_one(pairs: Pairs) -> Non
             assert not holds(other, pair["answer_terms"]), pair["id"]
 
 
-@EVERY_SET
+@pytest.mark.parametrize("pairs", [PAIRS, HELDOUT3], ids=["pairs", "heldout3"])
 def test_the_statements_are_the_users_own_and_distinct(pairs: Pairs) -> None:
-    first_person = re.compile(r"\b(I|I'm|I've|I'd|My|my|me|We|we)\b|我")
+    # chat writes "i", "im", "ive" as often as "I"
+    first_person = re.compile(r"\b(i|i'm|im|i've|ive|i'd|my|me|we|our|us)\b|我", re.IGNORECASE)
     for pair in pairs:
         assert pair["old"]["text"] != pair["new"]["text"], pair["id"]
         for which in ("old", "new"):
