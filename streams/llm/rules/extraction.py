@@ -173,7 +173,7 @@ _EN_TRAIT = re.compile(
     r"scared|left-handed|right-handed|introverted|extroverted)\b",
     re.IGNORECASE,
 )
-_ZH_ADV = r"(?:很|非常|特别|真的|最|比较|一直|也|还|从来|都|平时|通常|一般)*"
+_ZH_ADV = r"(?:很|非常|特别|真的|最近|最|比较|一直|也|还|从来|都|平时|通常|一般|开始|已经|现在)*"
 _ZH_PREF = re.compile(rf"我{_ZH_ADV}(?:喜欢|爱(?!人)|讨厌|不喜欢|偏好|偏爱|受不了)|我最喜欢")
 _ZH_HABIT = re.compile(
     rf"我{_ZH_ADV}(?:习惯|经常|总是|每天|每周|每晚|从不|不吃|不喝|常常|通常|平时|一般|往往)"

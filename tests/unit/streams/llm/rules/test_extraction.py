@@ -400,3 +400,12 @@ def test_what_is_told_before_a_question_in_one_sentence_is_kept(said: str, kept:
 ])
 def test_a_sentence_that_only_asks_is_still_skipped(asked: str) -> None:
     assert rules(chat(("m1", "user", asked))).memories == []
+
+
+@pytest.mark.parametrize("said", ["我最近开始吃素了，因为想更健康一点。", "我已经习惯早起了。",
+                                  "我现在很喜欢喝乌龙茶。"])
+def test_a_habit_or_liking_said_to_have_begun_is_about_the_user(said: str) -> None:
+    """最近/开始/已经/现在 before a habit, a trait or a liking still make it the user's own (a
+    user memory, which working memory and the profile read), not a passing event."""
+    memories = rules(chat(("m1", "user", said))).memories
+    assert [m.memory_type for m in memories] == ["UserMemory"]
