@@ -7,7 +7,6 @@ publish a ``memory.commands`` event and follow its progress on ``memory.updates`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memstream.cli.common import apply_command, console, data_dir_option, run_async, settings_for
 from memstream.cli.errors import InputError
 from memstream.client.client import MemoryClient
+from memstream.kafka.compat import cancel_within
 from memstream.topics.events import DropViews, PromoteCube, ReplayCube
 from memstream.topics.settings import Settings
 
@@ -98,9 +98,9 @@ async def _replay(settings: Settings, cmd: ReplayCube) -> None:
                 await client.wait_applied(token, timeout=REPLAY_TIMEOUT_S)
                 await asyncio.sleep(0.3)  # the last progress update
             finally:
-                follower.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follower
+                # the follower reads through an aiokafka consumer, whose close can swallow a
+                # cancel: cancelled until it ends, within a limit
+                await cancel_within(follower, "replay progress reader")
         failure = await client.command_failure(token)
     if failure is not None:
         raise RuntimeError(f"replay failed: {failure}")
