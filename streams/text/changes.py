@@ -47,7 +47,7 @@ _ZH_NOT_ANY_MORE = re.compile(r"[不没][^，。,.!?！？]{1,6}了")
 # A statement that supposes, asks or wishes rather than states.
 _EN_UNREAL = re.compile(
     r"\b(?:if|would|could|should|suppose|supposing|imagine|wonder|whether|unless|maybe|"
-    r"perhaps|might|in case)\b|\?", re.IGNORECASE)
+    r"perhaps|might|in case|hypothetically|let'?s say|say (?:I|we))\b|\?", re.IGNORECASE)
 _ZH_UNREAL = ("如果", "假如", "要是", "万一", "假设", "的话", "也许", "或许", "可能", "吗", "？")
 _CLAUSE_END = re.compile(r"[,，;；。!！?？:：]|\s[-–—]\s|\bbut\b|\bso\b", re.IGNORECASE)
 # Moves name a home: a move ends where one lives, not where one works.

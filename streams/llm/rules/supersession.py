@@ -56,9 +56,10 @@ _HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("diet", ("meat", "vegan", "vegetarian", "plant", "pescatarian", "keto", "chicken", "beef",
               "pork", "steak", "dairy"),
      ("吃肉", "吃素", "素食", "荤", "牛肉", "鸡肉", "猪肉")),
+    ("residence", ("flat", "rent", "hometown"), ("公寓", "小区", "老家")),
     ("drink", ("coffee", "tea", "beer", "wine", "alcohol", "sober", "latte", "espresso",
                "drinking"),
-     ("咖啡", "奶茶", "喝茶", "喝酒", "啤酒", "红酒", "白酒")),
+     ("咖啡", "美式", "拿铁", "奶茶", "喝茶", "喝酒", "啤酒", "红酒", "白酒")),
     ("smoking", ("smoke", "smoking", "cigarette", "vape", "nicotine"), ("烟", "抽烟", "吸烟")),
     ("fitness", ("gym", "membership", "workout", "crossfit", "yoga", "pilates"),
      ("健身", "健身房", "瑜伽", "私教")),
@@ -148,12 +149,13 @@ def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation,
                 about_a: frozenset[str], about_b: frozenset[str]) -> bool:
     """Whether the change is about what the earlier statement states. ``about_*``, the
     attributes each is about, only ever add evidence: a statement mentions more than the one
-    attribute it sets ("the gym near the office"), so only the judge's frames tell two
-    attributes apart."""
-    if is_move(marker) and "residence" not in a.frames \
+    attribute it sets ("the gym near the office"), so two statements are told apart by the
+    judge's frames, unless what they are about overlaps ("took the metro to work" and "ride
+    my e-bike to the office": a commute)."""
+    if is_move(marker) and "residence" not in about_a \
             and (a.frames or not a.entities & b.entities):
         return False  # a move ends a home (or what was said of the place left), not a job
-    if a.frames and b.frames and not a.frames & b.frames:
+    if a.frames and b.frames and not a.frames & b.frames and not about_a & about_b:
         return False  # different attributes: where one lives, where one works
     if relation == "contradictory" or about_a & about_b or a.entities & b.entities:
         return True

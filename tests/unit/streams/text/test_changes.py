@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.streams.text.changes import change_marker
+from memstream.streams.text.changes import change_marker, unreal
 
 
 @pytest.mark.parametrize(("text", "marker"), [
@@ -27,3 +27,10 @@ def test_a_said_change_has_its_marker(text: str, marker: str) -> None:
 ])
 def test_a_now_that_looks_back_is_no_change(text: str) -> None:
     assert change_marker(text) is None
+
+
+@pytest.mark.parametrize("text", ["say I moved to Lisbon, hypothetically",
+                                  "let's say we sold the house",
+                                  "如果我搬到柏林"])
+def test_a_supposition_is_not_a_statement_of_what_is(text: str) -> None:
+    assert unreal(text)
