@@ -59,15 +59,12 @@ def change_marker(text: str) -> str | None:
     if m := _EN_CHANGE.search(text):
         return m[0]
     for word in _ZH_CHANGE:
-        if any(not _ZH_NOT_A_CHANGE.match(text, at) for at in _found(text, word)):
+        if word in text and any(not _ZH_NOT_A_CHANGE.match(text, m.start())
+                                for m in re.finditer(re.escape(word), text)):
             return word
     if m := _ZH_NOT_ANY_MORE.search(text):
         return m[0]
     return None
-
-
-def _found(text: str, word: str) -> list[int]:
-    return [m.start() for m in re.finditer(re.escape(word), text)]
 
 
 def marker_clause(text: str, marker: str) -> tuple[str, str]:

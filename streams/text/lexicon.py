@@ -154,6 +154,37 @@ SLOT_FRAMES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("school", ("school", "attend", "university", "college", "enrol"),
      ("上学", "学校", "小学", "中学", "大学", "转学", "就读")),
 )
+# What a statement is about, beyond the one-value attributes above, for the rules'
+# supersession (``streams.llm.rules.supersession``): the things a person has one of at a time
+# and says they changed (a job, a diet, a habit, a phone, a gym). Only a said change reads
+# these, so two statements that merely mention coffee are no contradiction for them.
+# (attribute, English stems, Chinese words)
+CHANGE_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("work", ("job", "boss", "manager", "coworker", "colleague", "employer", "company", "office",
+              "hire", "resign", "notice", "onboard", "intern", "salary", "career", "startup"),
+     ("公司", "老板", "同事", "领导", "上司", "新工作", "实习", "工资", "单位", "入职", "离职")),
+    ("phone", ("pixel", "galaxy", "oneplus"), ("苹果手机", "安卓机", "新手机")),
+    ("vehicle", ("truck", "suv", "sedan", "motorcycle", "minivan", "hatchback"),
+     ("电动车", "摩托", "汽车")),
+    ("diet", ("meat", "vegan", "vegetarian", "plant", "pescatarian", "keto", "chicken", "beef",
+              "pork", "steak", "dairy"),
+     ("吃肉", "吃素", "素食", "荤", "牛肉", "鸡肉", "猪肉")),
+    ("residence", ("flat", "rent", "hometown"), ("公寓", "小区", "老家")),
+    ("drink", ("coffee", "tea", "beer", "wine", "alcohol", "sober", "latte", "espresso",
+               "drinking"),
+     ("咖啡", "美式", "拿铁", "奶茶", "喝茶", "喝酒", "啤酒", "红酒", "白酒")),
+    ("smoking", ("smoke", "smoking", "cigarette", "vape", "nicotine"), ("烟", "抽烟", "吸烟")),
+    ("fitness", ("gym", "membership", "workout", "crossfit", "yoga", "pilates"),
+     ("健身", "健身房", "瑜伽", "私教")),
+    ("pet", ("dog", "cat", "puppy", "kitten"), ("狗", "猫")),
+    ("doctor", ("doctor", "dr", "physician", "gp", "dentist", "therapist"),
+     ("医生", "大夫", "牙医")),
+    ("commute", ("commute", "subway", "bus", "train", "metro"),
+     ("地铁", "公交", "通勤", "骑车", "打车")),
+    ("partner", ("boyfriend", "girlfriend", "husband", "wife", "partner", "married", "single",
+                 "dating", "fiance", "fiancee"),
+     ("男朋友", "女朋友", "男友", "女友", "老公", "老婆", "对象", "结婚", "单身")),
+)
 # Dates that belong to the thing itself, not to one occurrence of it: a different one conflicts
 # even without a word of change (whereas "visited Rome in 2019" / "in 2023" are two visits).
 FIXED_DATE_WORDS = ("birthday", "born", "anniversary", "生日", "出生", "纪念日")

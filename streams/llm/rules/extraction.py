@@ -83,7 +83,8 @@ _ZH_QUESTION_TAIL = re.compile(r"[吗嘛么呢]\s*$")
 # A question often follows what the user tells in the same breath: "my landlord in Sacramento
 # finally fixed the heater, anyway whats a good slow cooker recipe?", "我住在台北，最近房租又涨了，
 # 有什么找房子的网站推荐吗". The clauses before the one that asks are kept as what was told.
-_EN_CLAUSE = re.compile(r"\s*(?:[,;:]|\.\.\.+|\s[-–—]\s|[\U0001F300-\U0001FAFF\u2600-\u27BF]+)\s*"
+_EMOJI = r"[\U0001F300-\U0001FAFF\u2600-\u27BF]+"  # pictographs and symbols end a clause too
+_EN_CLAUSE = re.compile(rf"\s*(?:[,;:]|\.\.\.+|\s[-–—]\s|{_EMOJI})\s*"
                         r"|\s+(?=(?:anyway|btw|but)\b)", re.IGNORECASE)
 _EN_ASKS = re.compile(
     r"^(?:(?:anyway|btw|but|and|so|ok|okay|also|just|lol|haha|quick question|question)\b[\s,]*)*"
@@ -91,7 +92,7 @@ _EN_ASKS = re.compile(
     r"am|do|does|did|have|has|had|was|were|where|when|why|who|which|shall|wanna|ideas|tips|"
     r"thoughts|suggestions|"
     r"recommendations|pls|please)\b", re.IGNORECASE)
-_ZH_CLAUSE = re.compile(r"[，,、；;：:～~]+|\s+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+")
+_ZH_CLAUSE = re.compile(rf"[，,、；;：:～~]+|\s+|{_EMOJI}")
 _ZH_ASKS = re.compile(r"[吗嘛呢]|什么|怎么|怎样|如何|哪|为什么|为啥|多少|几[个种点]|有没有|能不能|"
                       r"可不可以|是不是|要不要|求推荐|推荐一下|请问")
 _JA_QUESTION_TAIL = re.compile(r"(?:か|の)[。．]?\s*$")
@@ -108,13 +109,11 @@ def _clean(sentence: str, script: Script) -> str:
 
 def _substantive(sentence: str, script: Script) -> bool:
     """Not a question, a greeting or filler. Questions ask rather than tell: never stored."""
-    if not sentence or sentence.rstrip().endswith(("?", "？")):
+    if not sentence or _asks(sentence, script):
         return False
     match script:
         case "zh":
             body = re.sub(r"[^\u3400-\u9fff]", "", sentence)
-            if _ZH_QUESTION_TAIL.search(body):
-                return False
             return cjk_count(_ZH_FILLER.sub("", body)) >= 3 and len(body) >= 4
         case "ja":
             body = re.sub(r"[\s\W]", "", sentence)
@@ -127,6 +126,7 @@ def _substantive(sentence: str, script: Script) -> bool:
 
 
 def _asks(sentence: str, script: Script) -> bool:
+    """Whether ``sentence`` ends as a question (a question mark; in Chinese, a closing 吗/呢)."""
     body = sentence.rstrip()
     if body.endswith(("?", "？")):
         return True

@@ -24,6 +24,7 @@ from datetime import datetime
 from memstream.streams.llm.rules.conflict_analysis import Statement, analyse, stem
 from memstream.streams.llm.rules.modality import mood
 from memstream.streams.prompts.conflict import Relation
+from memstream.streams.text import lexicon as lx
 from memstream.streams.text.changes import (
     SLACK,
     change_marker,
@@ -41,38 +42,7 @@ _SHARED = {"en": 1, "zh": 2}
 _WHEN_EN = frozenset({"last", "next", "week", "month", "year", "day", "ago", "yesterday",
                       "today", "tomorrow"})
 _WHEN_ZH = frozenset("年月日号周天昨今明去前后上下个星期礼拜早晚")
-# What a statement is about, beyond the relation judge's one-value attributes
-# (``lexicon.SLOT_FRAMES``): the things a person has one of at a time and says they changed
-# (a job, a diet, a habit, a phone, a gym). Only a said change reads these, so two statements
-# that merely mention coffee are no contradiction for them. (attribute, English stems,
-# Chinese words)
-_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("work", ("job", "boss", "manager", "coworker", "colleague", "employer", "company", "office",
-              "hire", "resign", "notice", "onboard", "intern", "salary", "career", "startup"),
-     ("公司", "老板", "同事", "领导", "上司", "新工作", "实习", "工资", "单位", "入职", "离职")),
-    ("phone", ("pixel", "galaxy", "oneplus"), ("苹果手机", "安卓机", "新手机")),
-    ("vehicle", ("truck", "suv", "sedan", "motorcycle", "minivan", "hatchback"),
-     ("电动车", "摩托", "汽车")),
-    ("diet", ("meat", "vegan", "vegetarian", "plant", "pescatarian", "keto", "chicken", "beef",
-              "pork", "steak", "dairy"),
-     ("吃肉", "吃素", "素食", "荤", "牛肉", "鸡肉", "猪肉")),
-    ("residence", ("flat", "rent", "hometown"), ("公寓", "小区", "老家")),
-    ("drink", ("coffee", "tea", "beer", "wine", "alcohol", "sober", "latte", "espresso",
-               "drinking"),
-     ("咖啡", "美式", "拿铁", "奶茶", "喝茶", "喝酒", "啤酒", "红酒", "白酒")),
-    ("smoking", ("smoke", "smoking", "cigarette", "vape", "nicotine"), ("烟", "抽烟", "吸烟")),
-    ("fitness", ("gym", "membership", "workout", "crossfit", "yoga", "pilates"),
-     ("健身", "健身房", "瑜伽", "私教")),
-    ("pet", ("dog", "cat", "puppy", "kitten"), ("狗", "猫")),
-    ("doctor", ("doctor", "dr", "physician", "gp", "dentist", "therapist"),
-     ("医生", "大夫", "牙医")),
-    ("commute", ("commute", "subway", "bus", "train", "metro"),
-     ("地铁", "公交", "通勤", "骑车", "打车")),
-    ("partner", ("boyfriend", "girlfriend", "husband", "wife", "partner", "married", "single",
-                 "dating", "fiance", "fiancee"),
-     ("男朋友", "女朋友", "男友", "女友", "老公", "老婆", "对象", "结婚", "单身")),
-)
-_HINT_STEMS = tuple((name, frozenset(stem(w) for w in en)) for name, en, _ in _HINTS)
+_HINT_STEMS = tuple((name, frozenset(stem(w) for w in en)) for name, en, _ in lx.CHANGE_HINTS)
 _WORD = re.compile(r"[a-z][a-z-]*")
 # A change that names what it changed, not the value it changed to: "switched my car
 # insurance", "changed banks", "换了个部门", "把手机套餐…换". It ends only a statement about
@@ -138,7 +108,7 @@ def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
 def _about(text: str, s: Statement) -> frozenset[str]:
     """The attributes ``text`` (analysed as ``s``) is about: the judge's frames and hints."""
     if s.lang == "zh":
-        hinted = {name for name, _, zh in _HINTS if any(w in text for w in zh)}
+        hinted = {name for name, _, zh in lx.CHANGE_HINTS if any(w in text for w in zh)}
     else:
         stems = {stem(w) for w in _WORD.findall(text.lower())}
         hinted = {name for name, en in _HINT_STEMS if en & stems}
