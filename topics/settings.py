@@ -279,6 +279,12 @@ class SearchSettings(BaseModel):
     # search (100 turns in 6-120 ms, 600 in 0.1-0.35 s: less when its words were met before).
     episode_index_cubes: int = Field(default=256, ge=1)
     episode_index_turns: int = Field(default=100_000, ge=1)
+    # A cube whose index is not held and that holds more episodes than this is not indexed
+    # inside a search: its first search is served from the stores (vector and keyword recall
+    # of statements and whole episodes) while its index is built in the background, and turn
+    # ranking takes over from the next search on. Reading and indexing 200 episodes (~1,000
+    # turns) takes ~0.1 s; 4,500 took 4.3 s, and the first search of a cold cube waited for it.
+    episode_index_inline: int = Field(default=200, ge=0)
     after_timeout_s: float = Field(default=30.0, gt=0)  # longest wait on search(after=token)
     # Requests one worker answers at once; more wait in the log (no batch window: each
     # request is answered as soon as it arrives).

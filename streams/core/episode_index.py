@@ -5,7 +5,9 @@ of its message sources, and neighbouring turns of one session (across episode bo
 form the excerpt a hit returns. The index is built from the graph store on first use and
 rebuilt when the cube's count of activated episodes changes (checked on every search, one
 count query; that search waits for the rebuild) or after ``MAX_AGE_S`` (in the background:
-the search that finds it old still uses it); it holds text, never the store's truth.
+the search that finds it old still uses it); it holds text, never the store's truth. A cube
+with more than ``search.episode_index_inline`` episodes is first indexed in the background
+(``EpisodeIndexes.ready``): its searches until then are served without turn ranking.
 """
 
 from __future__ import annotations
@@ -197,6 +199,26 @@ class EpisodeIndexes:
                 self._refresh(query, cube_id, version)
             return current
         return await self._build(query, cube_id, version)
+
+    async def ready(self, query: object, cube_id: str, inline: int) -> bool:
+        """Whether a search of the cube may rank turns now: its index is held, or the cube
+        holds at most ``inline`` activated episodes (the search builds the index, as fast as
+        the rest of it). Otherwise the index is built in the background and this search is
+        served without it: a big cube's first search does not wait seconds for it."""
+        from memstream.sinks.query import MemoryQuery
+
+        assert isinstance(query, MemoryQuery)  # noqa: S101
+        if cube_id in self._indexes:
+            return True
+        if cube_id in self._refreshing:
+            return False
+        counts = await query.count_by_type(cube_id)
+        version = int(counts.get("EpisodicMemory", 0))
+        if version <= inline:
+            return True
+        log.debug("indexing the %d episodes of %s in the background", version, cube_id)
+        self._refresh(query, cube_id, version)
+        return False
 
     def _refresh(self, query: MemoryQuery, cube_id: str, version: int) -> None:
         if cube_id in self._refreshing:

@@ -19,7 +19,7 @@ from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.distinct import distinct
-from memstream.streams.core.episode_index import EpisodeIndex
+from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
 from memstream.streams.core.feedback import after_feedback, returnable
 from memstream.streams.core.filters import names_status, parse_search_filter
 from memstream.streams.core.turn_ranking import Window, message_ids, rank_windows, to_scored
@@ -443,8 +443,11 @@ async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = Non
     # look them up while the query is being embedded
     keyed = (asyncio.ensure_future(key_recall(req, deps, [req.query], filters, pool))
              if req.mode == "fast" else None)
+    # a cube too big to index inside this search is served from the stores while its index
+    # is built (``EpisodeIndexes.ready``)
     turn_ranked = recipe.recall.turns and "EpisodicMemory" in requested_types(
-        req.memory_type)
+        req.memory_type) and await indexes_for(deps.query, deps.settings.search).ready(
+            deps.query, req.cube_id, deps.settings.search.episode_index_inline)
     worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
         if prepared is None:

@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from faust.types import EventT
 
@@ -112,7 +113,8 @@ class BoundTopics:
         if not isinstance(self.app, WorkerApp):
             raise TypeError("request lanes need an app made by create_app")
         lane = RequestLane(self.settings, self.bootstrap, spec, name, handler, stats,
-                           max_in_flight, after_stop)
+                           max_in_flight, after_stop,
+                           max_request_size=self.app.conf.producer_max_request_size)
         self.app.lanes.append(lane)
         return lane
 
@@ -123,16 +125,24 @@ class BoundTopics:
                                               key_serializer="raw", value_serializer="raw")
         return self.extra[name]
 
-    async def send(self, outgoing: Sequence[Outgoing]) -> None:
-        """Publish and wait for the broker's ack: offsets are committed only once outputs exist."""
+    async def send(self, outgoing: Sequence[Outgoing], via: AIOKafkaProducer | None = None
+                   ) -> None:
+        """Publish and wait for the broker's ack: offsets are committed only once outputs exist.
+        ``via``: a producer of the caller's own (a request lane's, which does not linger)
+        instead of the app's."""
         futures = []
         for out in coalesce_links(outgoing):  # an event's edges in one announcement
             key = out.key if out.key is not None else out.event.kafka_key
-            topic = self[out.spec] if out.topic is None else self.named(out.topic)
             value = out.spec.encode(out.event)
+            headers = headers_for(out.event, value, self.signer, out.headers or None)
+            if via is not None:
+                name = out.spec.name(self.settings) if out.topic is None else out.topic
+                futures.append(await via.send(name, value, key=key, partition=out.partition,
+                                              headers=headers))
+                continue
+            topic = self[out.spec] if out.topic is None else self.named(out.topic)
             fut = await topic.send(key=key, value=value, partition=out.partition,
-                                   headers=headers_for(out.event, value, self.signer,
-                                                       out.headers or None))
+                                   headers=headers)
             futures.append(fut)
         if futures:
             await asyncio.gather(*futures)

@@ -11,6 +11,11 @@ Semantics match the agents': a consumer group of its own (so workers share the
 partitions and a restarted worker resumes), at-least-once, offsets committed
 only once every earlier record of the partition has been handled. A handler
 that raises is logged; the lane keeps consuming.
+
+Its replies leave through a producer of its own that sends at once (``linger_ms`` 0): the
+worker's producer lingers ``kafka.linger_ms`` so that a stage's outputs share a compressed
+batch, and a reply, alone in its batch, waited that long for company that never came (10 ms
+of every search's round trip, `bench/tenancy.py`).
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from memstream.kafka.compat import cancel_within, mark_latency_sensitive
+from memstream.kafka.compat import cancel_within, mark_latency_sensitive, stop_within
 from memstream.kafka.members import worker_client_id
 from memstream.streams.runtime.stage import Pause, RawRecord, StageStats
 from memstream.topics.registry import TopicSpec, consumer_group
@@ -54,7 +59,8 @@ class RequestLane:
 
     def __init__(self, settings: Settings, bootstrap: str, spec: TopicSpec, name: str,
                  handler: LaneHandler, stats: StageStats, max_in_flight: int,
-                 after_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+                 after_stop: Callable[[], Awaitable[None]] | None = None,
+                 max_request_size: int = 1_048_576) -> None:
         self.settings = settings
         self.after_stop = after_stop
         self.bootstrap = bootstrap
@@ -67,11 +73,19 @@ class RequestLane:
         self._progress: dict[TopicPartition, _Progress] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._consumer: AIOKafkaConsumer | None = None
+        self.max_request_size = max_request_size
+        # what the handlers send their replies through (``BoundTopics.send(..., via=)``)
+        self.producer: AIOKafkaProducer | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         k = self.settings.kafka
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks="all", client_id=k.client_id, linger_ms=0,
+            compression_type=k.producer_compression, max_request_size=self.max_request_size)
+        await producer.start()
+        self.producer = producer
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group_id,
@@ -107,6 +121,9 @@ class RequestLane:
             await self.commit()
             await self._consumer.stop()
             self._consumer = None
+        if self.producer is not None:  # after the handlers: their replies are sent
+            await stop_within(self.producer, f"{self.name} lane's producer")
+            self.producer = None
 
     async def _consume(self) -> None:
         assert self._consumer is not None  # noqa: S101

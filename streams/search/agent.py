@@ -28,11 +28,12 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
                 span.set_attribute("memstream.cube_id", a.request.cube_id)
                 span.set_attribute("memstream.op", str(getattr(a.request, "op", "?")))
             with tracing.span("memstream.search.reply"):
-                if not await send_replies(bound, deps, a.outgoing):  # the reply first; usage after
+                # the reply first, through the lane's producer (sent at once); usage after
+                if not await send_replies(bound, deps, a.outgoing, lane.producer):
                     return
         if a.request is not None and a.used:
             usage.add(a.request, a.used, a.cube_of)
 
-    bound.add_lane(REQUESTS, "search", handle, stats, deps.settings.search.max_in_flight,
-                   after_stop=usage.close)
+    lane = bound.add_lane(REQUESTS, "search", handle, stats, deps.settings.search.max_in_flight,
+                          after_stop=usage.close)
     return stats

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from memstream.streams.runtime.batches import BoundTopics
@@ -35,10 +36,12 @@ def _refusal(error: BaseException) -> KafkaError | None:
     return None
 
 
-async def send_replies(bound: BoundTopics, deps: Deps, outgoing: Sequence[Outgoing]) -> bool:
-    """Send ``outgoing``; True when every reply went out as it was answered."""
+async def send_replies(bound: BoundTopics, deps: Deps, outgoing: Sequence[Outgoing],
+                       via: AIOKafkaProducer | None = None) -> bool:
+    """Send ``outgoing`` (through ``via``, when given); True when every reply went out as it
+    was answered."""
     try:
-        await bound.send(outgoing)
+        await bound.send(outgoing, via)
         return True
     except Exception as exc:  # faust wraps the producer's KafkaError in ProducerSendError
         refused = _refusal(exc)
@@ -52,5 +55,5 @@ async def send_replies(bound: BoundTopics, deps: Deps, outgoing: Sequence[Outgoi
             out = Outgoing(out.spec, too_large(out.event, size, deps.settings.limits, why),
                            key=out.key, topic=out.topic, partition=out.partition)
         replaced.append(out)
-    await bound.send(replaced)
+    await bound.send(replaced, via)
     return False

@@ -36,6 +36,38 @@ async def sealed(tmp_path: Path, kafka_broker: str, falkordb_uri: str
         yield p
 
 
+@pytest_asyncio.fixture
+async def lingering(tmp_path: Path, kafka_broker: str, falkordb_uri: str
+                    ) -> AsyncIterator[Pipeline]:
+    """A worker whose producer waits a second for more records before it sends a batch."""
+    settings = pipeline_settings(tmp_path, kafka_broker, falkordb_uri, kafka={"linger_ms": 1000},
+                                 reorganize={"enabled": False}, scheduler={"enabled": False})
+    async for p in run_pipeline(settings):
+        yield p
+
+
+async def test_a_reply_does_not_wait_for_the_batching_of_the_workers_outputs(
+    lingering: Pipeline,
+) -> None:
+    """The worker's producer holds a stage's outputs ``kafka.linger_ms`` so that they share a
+    compressed batch; a reply leaves at once (the request lane's own producer). With a linger
+    of a second, every search would take more than a second; each reply comes well before."""
+    p = lingering
+    nodes = wide_nodes(5, 200)
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(len(nodes), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    await p.deps.store.write([(n, v.tolist()) for n, v in zip(nodes, vectors, strict=True)])
+    await p.client.search(CUBE, "a note", top_k=3)  # the model and the caches loaded
+    took = []
+    for _ in range(3):
+        started = time.monotonic()
+        hits = await p.client.search(CUBE, "a note", top_k=3)
+        took.append(time.monotonic() - started)
+        assert len(hits) == 3
+    assert max(took) < 0.9, took
+
+
 def wide_nodes(count: int, chars: int) -> list[MemoryItem]:
     """Texts of random words: replies are compressed, and a repeated sentence would fit."""
     base = datetime(2026, 1, 1, tzinfo=UTC)

@@ -302,3 +302,41 @@ async def test_the_episode_and_statement_searches_run_at_once(tmp_path: Path) ->
         deps, "alice", "What does my brother's bakery sell?", vec, [], 3), timeout=10)
     assert sorted(types) == [("EpisodicMemory",), ("LongTermMemory", "UserMemory")]
     assert "sourdough" in " ".join(index.turns[t].text for t in windows[0].turns)
+
+
+async def test_a_cold_cube_too_big_to_index_in_a_search_is_served_from_the_stores(
+        tmp_path: Path) -> None:
+    """A cube with more episodes than ``search.episode_index_inline`` whose index is not held
+    is not indexed inside its first search: that search returns whole memories from the
+    stores at once, the index is built behind it, and the searches after it rank turns as a
+    cube indexed inline does."""
+    question = ask("What does my brother's bakery sell?", top_k=5)
+    inline = memory_deps(tmp_path / "inline", clock=ManualClock(T))
+    await _ingest(inline)
+    ranked, _ = await search(question, inline)
+    cold = memory_deps(tmp_path / "cold", clock=ManualClock(T),
+                       search={"episode_index_inline": 1})  # alice has two episodes
+    await _ingest(cold)
+    indexes = indexes_for(cold.query)
+    assert not indexes.held("alice")
+    first, _ = await search(question, cold)
+    # served without turn ranking: whole memories, the bakery's among them
+    assert first and all(h.excerpt is None for h in first)
+    assert any("sourdough" in h.item.memory or "bakery" in h.item.memory for h in first)
+    for _ in range(200):  # the index, built behind the search
+        if indexes.held("alice"):
+            break
+        await asyncio.sleep(0.01)
+    assert indexes.held("alice")
+    later, _ = await search(question, cold)
+    assert [(h.item.id, h.excerpt) for h in later] == [(h.item.id, h.excerpt) for h in ranked]
+    assert later[0].excerpt is not None and "sourdough" in later[0].excerpt
+
+
+async def test_a_cube_within_the_inline_bound_ranks_turns_from_its_first_search(
+        tmp_path: Path) -> None:
+    deps = memory_deps(tmp_path, clock=ManualClock(T), search={"episode_index_inline": 2})
+    await _ingest(deps)
+    assert not indexes_for(deps.query).held("alice")
+    first, _ = await search(ask("What does my brother's bakery sell?", top_k=3), deps)
+    assert first[0].excerpt is not None and "sourdough" in first[0].excerpt

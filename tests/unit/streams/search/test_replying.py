@@ -23,7 +23,7 @@ class RefusingBroker:
         self.error = error
         self.sent: list[list[Outgoing]] = []
 
-    async def send(self, outgoing: list[Outgoing]) -> None:
+    async def send(self, outgoing: list[Outgoing], via: object = None) -> None:
         if not self.sent and self.error is not None:
             self.sent.append([])
             raise self.error
