@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memstream.search")
 
+# Episodes a background build reads at a time (``_paged_episodes``).
+READ_PAGE = 100
+
 # A rebuild also happens after this long, for changes a count does not show (an episode
 # deleted and another added between two searches).
 MAX_AGE_S = 60.0
@@ -244,8 +247,15 @@ class EpisodeIndexes:
                 if current is not None and current.version == version and \
                         (fresh_s is None or time.monotonic() - current.built_at < fresh_s):
                     return current
-                episodes = await query.all_of_type(cube_id, "EpisodicMemory") if version else []
+                if not version:
+                    episodes = []
+                elif fresh_s is None:  # a search waits for it: one read
+                    episodes = await query.all_of_type(cube_id, "EpisodicMemory")
+                else:
+                    episodes = await _paged_episodes(query, cube_id)
                 index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
+                if fresh_s is not None and len(episodes) != version:
+                    index.built_at -= MAX_AGE_S  # pages met a change: read again soon
                 if current is not None:
                     index.statement_messages = current.statement_messages
                 self._indexes.put(cube_id, index)
@@ -253,6 +263,22 @@ class EpisodeIndexes:
         finally:
             if cube_id not in self._indexes and not lock.locked():
                 self._locks.pop(cube_id, None)  # nothing held of the cube: nor its lock
+
+
+async def _paged_episodes(query: MemoryQuery, cube_id: str) -> list[MemoryItem]:
+    """The cube's activated episodes, read ``READ_PAGE`` at a time: a background build reads
+    between searches, and decoding a big cube's episodes in one read held the event loop
+    (half a second for 2,000) while searches waited. A node met twice (the store's order moved
+    between pages) is kept once; one missed makes the count differ, which the caller sees."""
+    found: dict[str, MemoryItem] = {}
+    skip = 0
+    while True:
+        page = await query.all_of_type(cube_id, "EpisodicMemory", skip=skip, limit=READ_PAGE)
+        for item in page:
+            found.setdefault(item.id, item)
+        if len(page) < READ_PAGE:
+            return list(found.values())
+        skip += READ_PAGE
 
 
 _by_query: weakref.WeakKeyDictionary[object, EpisodeIndexes] = weakref.WeakKeyDictionary()

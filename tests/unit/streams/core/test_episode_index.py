@@ -4,11 +4,15 @@ of the cubes searched last, at most ``search.episode_index_cubes`` cubes and
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from memstream.sinks.graph.memory import InMemoryGraphStore
 from memstream.sinks.query import MemoryQuery
 from memstream.sinks.vector.memory import InMemoryVectorStore
+from memstream.streams.core import episode_index
 from memstream.streams.core.episode_index import EpisodeIndex, EpisodeIndexes, indexes_for
 from memstream.streams.core.lexical import terms
 from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef
@@ -83,3 +87,34 @@ async def test_the_settings_bound_the_indexes_of_a_store() -> None:
     for c in range(5):
         await indexes.get(query, f"cube{c}")
     assert indexes.sizes[0] == 2 and indexes_for(query) is indexes
+
+
+async def test_a_cube_indexed_in_the_background_is_read_in_pages_with_the_same_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cube over the inline bound is indexed behind its search, its episodes read a page at
+    a time (so that the reads leave room for other searches); the index answers as one built
+    from a single read."""
+    query = await store_with(1, episodes=7)
+    inline = await EpisodeIndexes().get(query, "cube0")
+    reads: list[tuple[int, int | None]] = []
+    real = query.all_of_type
+
+    async def counted(cube_id: str, memory_type: str, status: str | None = "activated",
+                      skip: int = 0, limit: int | None = None) -> list[MemoryItem]:
+        reads.append((skip, limit))
+        return await real(cube_id, memory_type, status, skip=skip, limit=limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(query, "all_of_type", counted)
+    monkeypatch.setattr(episode_index, "READ_PAGE", 3)
+    assert await EpisodeIndexes().ready(query, "cube0", inline=7)  # within the bound
+    assert reads == []  # nothing read: the search builds it as it always did
+    indexes = EpisodeIndexes()
+    assert not await indexes.ready(query, "cube0", inline=6)  # 7 episodes: built behind
+    assert not await indexes.ready(query, "cube0", inline=6)  # not waited for, not twice
+    for _ in range(200):
+        if indexes.held("cube0"):
+            break
+        await asyncio.sleep(0.01)
+    paged = await indexes.get(query, "cube0")
+    assert reads == [(0, 3), (3, 3), (6, 3)]
+    assert answers(paged) == answers(inline) and len(paged.episodes) == 7
