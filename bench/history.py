@@ -62,6 +62,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -81,12 +82,14 @@ from history_stack import (  # noqa: E402
     cli,
     differences,
     dumped,
+    in_segments,
     ingest,
     load_dumps,
     replay,
     running,
     searches,
 )
+from load import rss_mb  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.security.keys import activate  # noqa: E402
@@ -110,9 +113,11 @@ class StepResult:
     broker: BrokerCost
     up_s: float
     ingested: Ingested
+    rss_up: float  # the worker's RSS once `memstream up` returned
     rss_peak: float
     searched: Searched
     moved: int  # records the archive round moved to segments just before the replay
+    archived: int  # records of the ingested cubes the replay read from segments
     replay_s: float
     replay_diffs: list[str]
     full_replay: str
@@ -159,7 +164,9 @@ async def one_step(i: int, settings: Settings, prev: int, target: int, pool: lis
     print(f"  {target:,} turns: log grown in {cost.grow_s:.0f}s", flush=True)
     up_s = await asyncio.to_thread(cli, data, "up")
     stack = await running(data)
-    live = list(chunks(0, args.ingest_turns, pool, args.seed, prefix=f"live{i}"))
+    rss_up = rss_mb(stack.worker)
+    live = list(chunks(0, args.ingest_turns, pool, args.seed, prefix=f"live{i}",
+                       encoded=False))
     live_cubes = sorted({cube for c in live for cube in c.chats})
     async with MemoryClient(settings, stack.bootstrap) as client:
         watch = RSSWatch(stack.worker)
@@ -173,6 +180,7 @@ async def one_step(i: int, settings: Settings, prev: int, target: int, pool: lis
         finally:
             watching.cancel()
         moved = await archive_now(settings, stack.bootstrap)
+        archived = await asyncio.to_thread(in_segments, settings, live_cubes)
         before = {c: await dumped(client, c, folder / f"{c}.json") for c in live_cubes}
         replay_s, failed = await replay(client, live_cubes)
         after = {c: await dumped(client, c, folder / f"{c}.json") for c in live_cubes}
@@ -189,8 +197,9 @@ async def one_step(i: int, settings: Settings, prev: int, target: int, pool: lis
             full_rate[:] = [target, target / full_s]
             full = (f"{len(every)} cubes in {full_s:.0f}s ({target / full_s:.1f} turns of "
                     f"history/s{'; FAILED: ' + failed[0] if failed else ''})")
-    return StepResult(target, loaded, cost, up_s, ingested, max(watch.samples, default=0.0),
-                      searched, moved, replay_s, diffs, full)
+    return StepResult(target, loaded, cost, up_s, ingested, rss_up,
+                      max(watch.samples, default=0.0),
+                      searched, moved, archived, replay_s, diffs, full)
 
 
 async def deployment(data: Path, steps: list[int], args: argparse.Namespace
@@ -245,12 +254,14 @@ def report(stack: list[StepResult], base: list[BrokerCost]) -> None:
     for s in stack:
         searched = s.searched
         print(f"at {s.turns:,} turns: {s.loaded}; {len(searched.ms)} searches, {searched.errors} "
-              f"errors, {searched.hits / max(1, len(searched.ms)):.1f} hits each; ingestion "
+              f"errors, {searched.hits / max(1, len(searched.ms)):.1f} hits each; worker RSS "
+              f"{s.rss_up:.0f} MB after up; ingestion "
               f"CPU s " + ", ".join(f"{k} {v:.0f}" for k, v in s.ingested.cpu.items())
               + f"; rate / embedder alone {s.ingested.rate / s.ingested.embedder_rate:.2f}; "
               f"full replay: {s.full_replay}")
-        print(f"  replay of the ingested cubes after an archive round moved {s.moved:,} records "
-              f"to segments: {len(s.replay_diffs)} differences")
+        print(f"  replay of the ingested cubes ({s.archived:,} of their records in segments "
+              f"by then, {s.moved:,} records moved by an archive round just before): "
+              f"{len(s.replay_diffs)} differences")
         for line in s.replay_diffs[:10]:
             print(f"    {line}")
     first, last = stack[0], stack[-1]
@@ -318,6 +329,8 @@ def main() -> None:
         raise SystemExit(f"--tmp {args.tmp}: no such directory")
     if args.full_replay_max is None:
         args.full_replay_max = steps[0]
+    for name in [k for k in os.environ if k.startswith("MEMSTREAM_")]:
+        del os.environ[name]  # the embedded default, in this process as in the stack's
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="hist-", dir=args.tmp) as tmp:
         print(f"data in {tmp}; steps {', '.join(f'{s:,}' for s in steps)} turns\n", flush=True)

@@ -100,8 +100,10 @@ class Chunk:
     chats: dict[str, tuple[str, tuple[Message, ...]]] = field(default_factory=dict)  # session
 
 
-def chunk_at(start: int, pool: list[str], seed: int, prefix: str = "hist") -> Chunk:
-    """The chunk of turns ``start`` .. ``start + CHUNK - 1`` (``start`` a multiple of CHUNK)."""
+def chunk_at(start: int, pool: list[str], seed: int, prefix: str = "hist",
+             encoded: bool = True) -> Chunk:
+    """The chunk of turns ``start`` .. ``start + CHUNK - 1`` (``start`` a multiple of CHUNK);
+    without ``encoded`` its records are left out (what a dump needs is the nodes)."""
     conv = start // CONVERSATION
     a, b = speakers(conv)
     rng = random.Random(f"{seed}:{start}")
@@ -118,7 +120,8 @@ def chunk_at(start: int, pool: list[str], seed: int, prefix: str = "hist") -> Ch
         out.chats[cube] = (session, messages)
         chunk = ConversationChunk(user_id=cube, cube_id=cube, session_id=session,
                                   messages=messages, event_id=f"c{cube}{start:09d}")
-        out.records.append((CONVERSATIONS, cube.encode(), CONVERSATIONS.encode(chunk)))
+        if encoded:
+            out.records.append((CONVERSATIONS, cube.encode(), CONVERSATIONS.encode(chunk)))
         background = " ".join(pool[p] for _, p, _ in said)
         nodes: list[tuple[MemoryItem, int]] = []
         for m, (_, p, when) in zip(messages, said, strict=True):
@@ -136,28 +139,31 @@ def chunk_at(start: int, pool: list[str], seed: int, prefix: str = "hist") -> Ch
                                        key=meta.key, tags=meta.tags, background=background,
                                        memory_time=when, valid_from=when,
                                        chunk_event_id=chunk.event_id, event_id=f"i{node}")
-                out.records.append((MEMORY_ITEMS, cube.encode(), MEMORY_ITEMS.encode(item)))
                 stored = MemoryItem(id=node, memory=text, metadata=meta)
+                nodes.append((stored, p))
+                if not encoded:
+                    continue
                 update = MemoryUpdate(user_id=cube, cube_id=cube, action="added",
                                       stage="memory.add", node_id=node, node=stored,
                                       cause_event_id=item.event_id, event_id=f"u{node}")
+                out.records.append((MEMORY_ITEMS, cube.encode(), MEMORY_ITEMS.encode(item)))
                 out.added.append((MEMORY_UPDATES, cube.encode(), MEMORY_UPDATES.encode(update)))
-                nodes.append((stored, p))
         edges = [Edge(source=x.id, target=y.id, type="FOLLOWS",
                       reason=f"session {session} order")
                  for (x, _), (y, _) in zip(nodes, nodes[1:], strict=False)]
         linked = MemoryUpdate(user_id=cube, cube_id=cube, action="linked", stage="reorganize",
                               edges=tuple(edges), event_id=f"l{cube}{start:09d}")
-        out.records.append((MEMORY_UPDATES, cube.encode(), MEMORY_UPDATES.encode(linked)))
+        if encoded:
+            out.records.append((MEMORY_UPDATES, cube.encode(), MEMORY_UPDATES.encode(linked)))
         out.nodes[cube], out.edges[cube] = nodes, edges
     return out
 
 
-def chunks(first: int, last: int, pool: list[str], seed: int,
-           prefix: str = "hist") -> Iterator[Chunk]:
+def chunks(first: int, last: int, pool: list[str], seed: int, prefix: str = "hist",
+           encoded: bool = True) -> Iterator[Chunk]:
     """The chunks of turns ``first`` .. ``last - 1``."""
     for start in range(first, last, CHUNK):
-        yield chunk_at(start, pool, seed, prefix)
+        yield chunk_at(start, pool, seed, prefix, encoded)
 
 
 def dumps(first: int, last: int, pool: list[str], vectors: list[list[float]],
@@ -167,7 +173,7 @@ def dumps(first: int, last: int, pool: list[str], vectors: list[list[float]],
     for conv in range(first // CONVERSATION, -(-last // CONVERSATION)):
         lo, hi = max(first, conv * CONVERSATION), min(last, (conv + 1) * CONVERSATION)
         held: dict[str, tuple[list[MemoryItem], list[Edge], dict[str, list[float]]]] = {}
-        for c in chunks(lo, hi, pool, seed):
+        for c in chunks(lo, hi, pool, seed, encoded=False):
             for cube, nodes in c.nodes.items():
                 mine = held.setdefault(cube, ([], [], {}))
                 mine[0].extend(n for n, _ in nodes)

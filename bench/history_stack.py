@@ -27,19 +27,23 @@ from history_data import Chunk, question
 from load import cpu_seconds, pct, rss_mb, settle
 
 from memstream.archive.archiver import archive_once
+from memstream.archive.segments import Archive
 from memstream.client.client import ClientError, MemoryClient
 from memstream.history.log_index import index_group
 from memstream.local.broker import recorded_pid as broker_pid
 from memstream.local.broker import running_broker
 from memstream.local.falkordb import FalkorDBServer
 from memstream.local.services import running_worker
+from memstream.streams.replay.log import cube_partition
 from memstream.topics.events import DeadLetter, DumpCube, LoadCube, ReplayCube, WriteToken
 from memstream.topics.models import CubeGraph
 from memstream.topics.registry import (
     CONVERSATIONS,
     DEAD_LETTER,
+    MEMORY_COMMANDS,
     MEMORY_ITEMS,
     MEMORY_UPDATES,
+    WORKING_MEMORY,
     consumer_group,
 )
 from memstream.topics.settings import Settings
@@ -325,6 +329,18 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     b, a = before["vectors"], after["vectors"]
     out += [f"vector differs or is missing: {k}" for k in sorted(b.keys() | a.keys())
             if b.get(k) != a.get(k)]
-    if before["edges"] != after["edges"]:
-        out.append(f"edges: {len(before['edges'])} before, {len(after['edges'])} after")
+    b_edges = {tuple(e) for e in before["edges"]}
+    a_edges = {tuple(e) for e in after["edges"]}
+    out += [f"edge only before: {e[2]} {e[0]} -> {e[1]}" for e in sorted(b_edges - a_edges)]
+    out += [f"edge only after: {e[2]} {e[0]} -> {e[1]}" for e in sorted(a_edges - b_edges)]
     return out
+
+
+def in_segments(settings: Settings, cubes: Sequence[str]) -> int:
+    """The records of ``cubes`` a replay reads from segment files (its partitions of
+    ``memory.items``, ``memory.commands`` and ``working-memory``)."""
+    archive = Archive(settings.data_dir)
+    return sum(1 for cube in cubes for spec in (MEMORY_ITEMS, MEMORY_COMMANDS, WORKING_MEMORY)
+               for _ in archive.read(spec.name(settings),
+                                     cube_partition(cube, settings.kafka.partitions),
+                                     key=cube.encode()))
