@@ -40,11 +40,11 @@ what a user also has, and at each step, in the same run:
    every core, over the same texts (each turn once per cube, each chunk's episode once).
 5. **search**: ``--searches`` fast searches (top 10), one at a time, of history cubes picked
    at random, each a question about what the cube's speaker talks about: p50/p95/max.
-6. **replay**: the worker's archive round run once with no window (what every group passed
-   moves to segments, so the replay reads segments and broker), then the two ingested cubes
-   dumped (``dump`` command), replayed (``replay`` command: views dropped, rebuilt from the
-   whole log) and dumped again: identical nodes, edges and vectors (usage aside), as
-   tests/e2e/test_replay_recorded_log.py checks. At steps up to
+6. **replay**: the worker's archive round run once with no window and no minimum (what
+   every group passed moves to segments, so the replay reads segments and broker), then the
+   two ingested cubes dumped (``dump`` command), replayed (``replay`` command: views
+   dropped, rebuilt from the whole log) and dumped again: identical nodes, edges and vectors
+   (usage aside), as tests/e2e/test_replay_recorded_log.py checks. At steps up to
    ``--full-replay-max`` (default: the smallest step) every cube of the history is replayed
    too, timed: a replay embeds every memory again (three a turn per cube), hours at 100k
    turns on this machine, so larger steps say what the smallest one measured instead. After
@@ -66,6 +66,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,9 +260,11 @@ def report(stack: list[StepResult], base: list[BrokerCost]) -> None:
               f"CPU s " + ", ".join(f"{k} {v:.0f}" for k, v in s.ingested.cpu.items())
               + f"; rate / embedder alone {s.ingested.rate / s.ingested.embedder_rate:.2f}; "
               f"full replay: {s.full_replay}")
+        kinds = Counter(d.split(": ")[1] for d in s.replay_diffs)  # "cube: kind: detail"
         print(f"  replay of the ingested cubes ({s.archived:,} of their records in segments "
               f"by then, {s.moved:,} records moved by an archive round just before): "
-              f"{len(s.replay_diffs)} differences")
+              f"{len(s.replay_diffs)} differences"
+              + "".join(f"; {n} {kind}" for kind, n in kinds.most_common()))
         for line in s.replay_diffs[:10]:
             print(f"    {line}")
     first, last = stack[0], stack[-1]

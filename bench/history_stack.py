@@ -288,11 +288,14 @@ async def dumped(client: MemoryClient, cube: str, path: Path) -> dict[str, Any]:
 
 
 async def archive_now(settings: Settings, bootstrap: str) -> int:
-    """The worker's archive round run now with no window (records already passed by every
-    group move to segments), so that a replay reads segments and broker; returns the records
-    it moved. A round the worker is running meanwhile is waited for."""
+    """The worker's archive round run now with no window and no minimum (every record
+    already passed by every group moves to segments), so that a replay reads segments and
+    broker; returns the records it moved. A round the worker is running meanwhile is waited
+    for."""
+    now = settings.model_copy(update={"archive": settings.archive.model_copy(
+        update={"min_records": 1})})
     for _ in range(120):
-        done = await archive_once(settings, bootstrap, after_s=0)
+        done = await archive_once(now, bootstrap, after_s=0)
         if not done.skipped:
             return sum(done.archived.values())
         await asyncio.sleep(1)
@@ -311,28 +314,30 @@ async def replay(client: MemoryClient, cubes: Sequence[str]) -> tuple[float, lis
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What a replay changed in a cube's view (empty: identical)."""
+    """What a replay changed in a cube's view (empty: identical), each as ``kind: detail``."""
     def said(nodes: dict[str, Any], k: str) -> str:
+        return f"{k} {nodes[k]['memory'][:50]!r}"
+
+    def kind(nodes: dict[str, Any], k: str) -> str:
         meta = nodes[k]["metadata"]
-        return (f"{k} ({meta['memory_type']}, {meta['hierarchy_level']}, {meta['status']}: "
-                f"{nodes[k]['memory'][:50]!r})")
+        return f"{meta['memory_type']} {meta['hierarchy_level']}"
 
     out = []
     b, a = before["nodes"], after["nodes"]
-    out += [f"node only before: {said(b, k)}" for k in sorted(b.keys() - a.keys())]
-    out += [f"node only after: {said(a, k)}" for k in sorted(a.keys() - b.keys())]
+    out += [f"node only before, {kind(b, k)}: {said(b, k)}" for k in sorted(b.keys() - a.keys())]
+    out += [f"node only after, {kind(a, k)}: {said(a, k)}" for k in sorted(a.keys() - b.keys())]
     for k in sorted(b.keys() & a.keys()):
         if b[k] != a[k]:
             fields = sorted(f for f in b[k]["metadata"]
                             if b[k]["metadata"][f] != a[k]["metadata"].get(f))
-            out.append(f"node differs: {said(b, k)} in {fields or 'its text'}")
+            out.append(f"node differs in {fields or 'its text'}: {said(b, k)}")
     b, a = before["vectors"], after["vectors"]
     out += [f"vector differs or is missing: {k}" for k in sorted(b.keys() | a.keys())
             if b.get(k) != a.get(k)]
     b_edges = {tuple(e) for e in before["edges"]}
     a_edges = {tuple(e) for e in after["edges"]}
-    out += [f"edge only before: {e[2]} {e[0]} -> {e[1]}" for e in sorted(b_edges - a_edges)]
-    out += [f"edge only after: {e[2]} {e[0]} -> {e[1]}" for e in sorted(a_edges - b_edges)]
+    out += [f"edge only before, {e[2]}: {e[0]} -> {e[1]}" for e in sorted(b_edges - a_edges)]
+    out += [f"edge only after, {e[2]}: {e[0]} -> {e[1]}" for e in sorted(a_edges - b_edges)]
     return out
 
 
