@@ -1,345 +1,352 @@
-"""What a long history costs the embedded broker, with the archive and without (issue #40).
+"""One deployment's history grown to 1k, 10k and 100k turns: what it costs (issue #40).
 
-    python bench/history.py [--steps 1000,10000,100000] [--baseline-max 10000]
-                            [--trickle-s 30] [--window 300]
+    python bench/history.py [--steps 1000,10000,100000] [--ingest-turns 300] [--searches 100]
+                            [--full-replay-max N] [--baseline-max 10000] [--trickle-s 30]
+                            [--window 300] [--pool 400] [--tmp DIR]
 
-One deployment's log grows to each step's number of turns, and at each step, in the same
-run, the bench measures what the broker costs while the history sits there:
+The deployment is the embedded default as ``memstream up`` runs it (noida-db broker with the
+archive, FalkorDB, Milvus Lite, one ``memstream worker`` with the optimizer on and the
+``rules`` stand-in for the model, local e5 embedder), in a temporary data dir, started and
+stopped with ``memstream up`` / ``memstream down``. Its history is generated chats
+(bench/history_data.py: no copied data), grown to each step's number of turns fast, through
+what a user also has, and at each step, in the same run:
 
-- the broker's CPU for a trickle of one chunk a second (the records a 5-turn chunk leaves in
-  the retained topics) over ``--trickle-s`` seconds, as a fraction of a core;
-- the broker's data file against the bytes of the records it holds (as a consumer reads
-  them), and the archive's segment files;
-- how long the broker takes to start on its file (the broker's share of ``memstream up``);
-- how long a full read of the log takes through memstream's reader (segments, then the
-  broker): what a replay or ``history`` goes through.
+1. **load** (stack up): the step's new turns go into the stores as ``memstream dump`` files
+   loaded with the ``load`` command, which the worker applies (graph nodes, FOLLOWS edges,
+   vectors) and announces on ``memory.updates``. A node's vector is its sentence's, from a
+   pool of ``--pool`` generated sentences embedded once in this run (local e5, as passages)
+   and reused under every node's own id: latency depends on how much a store holds, not on
+   what it says.
+2. **log** (``memstream down``; the broker alone, started by the bench on the data dir):
+   the same turns' records — conversation chunks, extracted memories, ``linked`` updates —
+   are published as a worker's producer would have written them, sealed with the data dir's
+   keys, and the worker's and the provenance indexer's consumer groups are committed past
+   them (the worker applied them: that is what the load stands for). The archive round the
+   worker runs every 30 s is run after each slice; the newest ``--window`` turns stay on the
+   broker. Then the broker's costs, as before issue #40's archive and since: its CPU for a
+   trickle of one chunk a second (a chunk's records with their ``added`` updates: those
+   turns' updates are in the log twice, once from the load) over ``--trickle-s`` seconds;
+   its data file against the bytes of the records it holds; the segment files; its restart
+   on its file; a read of the whole retained log through memstream's reader (segments, then
+   broker: what a replay or ``history`` goes through).
+3. **up**: ``memstream up`` on that history, timed (broker, FalkorDB and the worker started,
+   the embedding model loaded, the worker consuming).
+4. **ingest**: ``--ingest-turns`` turns of NEW chats (two speakers, two fresh cubes; the same
+   texts at every step) published at once through ``MemoryClient`` to ``conversations``;
+   timed until the add stage applied every cube's last chunk and until every stage, the
+   optimizer included, took all its input (turns/s on the latter). Meanwhile the CPU of the
+   broker, the worker and FalkorDB (broker / worker: goal ≤ 0.15) and the worker's RSS
+   (with Milvus Lite, its child). Baseline of the same run: the local embedder alone, on
+   every core, over the same texts (each turn once per cube, each chunk's episode once).
+5. **search**: ``--searches`` fast searches (top 10), one at a time, of history cubes picked
+   at random, each a question about what the cube's speaker talks about: p50/p95/max.
+6. **replay**: the worker's archive round run once with no window and no minimum (what
+   every group passed moves to segments, so the replay reads segments and broker), then the
+   two ingested cubes dumped (``dump`` command), replayed (``replay`` command: views
+   dropped, rebuilt from the whole log) and dumped again: identical nodes, edges and vectors
+   (usage aside), as tests/e2e/test_replay_recorded_log.py checks. At steps up to
+   ``--full-replay-max`` (default: the smallest step) every cube of the history is replayed
+   too, timed: a replay embeds every memory again (three a turn per cube), hours at 100k
+   turns on this machine, so larger steps say what the smallest one measured instead. After
+   a full replay the history cubes hold what the replay rebuilt from their records (their
+   nodes' own texts embedded, not the pool's vectors) for the later steps.
 
-Two deployments run one after the other: **archive** (the worker's archiver, called here
-after each slice of growth as the worker calls it every minute, keeps the newest
-``--window`` turns on the broker) and **baseline** (no archive: the broker holds the whole
-log, as before issue #40), up to ``--baseline-max`` turns (beyond it the baseline's file
-takes minutes to write: the point of the issue).
-
-The history is generated, in the shape of what the pipeline writes for a real chat (no
-copied data): two speakers per conversation, sessions of 20 turns, chunks of 5 turns into
-both speakers' cubes; for each turn and cube three extracted memories (``memory.items``) and
-their ``added`` updates with the memory's snapshot (``memory.updates``), and per chunk and
-cube one conversation record and one ``linked`` update with its edges. Values are sealed as
-under ``memstream up`` (erasure on), so the sizes are those of sealed records. Records are
-published straight to the topics (no worker runs: the history is what a worker already
-applied), with a worker's producer settings (gzip batches, 10 ms linger).
+A second deployment (``baseline``: the broker alone, no archive, as before issue #40) grows
+the same records up to ``--baseline-max`` turns for step 2's broker figures (beyond it its
+file takes minutes to write: the point of the issue).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
+import contextlib
+import logging
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiokafka import AIOKafkaProducer  # noqa: E402
-from load import cpu_seconds  # noqa: E402
+from history_broker import BROKER_HEADER, BrokerCost, baseline, grow_log  # noqa: E402
+from history_data import CHUNK, chunks, dumps, history_cubes, pool_sentences  # noqa: E402
+from history_stack import (  # noqa: E402
+    Ingested,
+    RSSWatch,
+    Searched,
+    archive_now,
+    cli,
+    differences,
+    dumped,
+    in_segments,
+    ingest,
+    load_dumps,
+    replay,
+    running,
+    searches,
+)
+from load import rss_mb  # noqa: E402
 
-from memstream.archive.archiver import archive_once  # noqa: E402
-from memstream.archive.segments import Archive  # noqa: E402
 from memstream.client.client import MemoryClient  # noqa: E402
-from memstream.history.provenance import read_log  # noqa: E402
-from memstream.kafka.admin import ensure_topics  # noqa: E402
-from memstream.local.broker import NoidaBroker  # noqa: E402
-from memstream.local.broker_snapshot import DATA_FILE  # noqa: E402
 from memstream.security.keys import activate  # noqa: E402
-from memstream.topics.events import (  # noqa: E402
-    ConversationChunk,
-    ExtractedMemory,
-    MemoryUpdate,
-    Message,
-)
-from memstream.topics.models import Edge, MemoryItem, MemoryMetadata  # noqa: E402
-from memstream.topics.registry import (  # noqa: E402
-    CONVERSATIONS,
-    MEMORY_ITEMS,
-    MEMORY_UPDATES,
-    TopicSpec,
-)
+from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
-CHUNK = 5
-SESSION = 20
-TOPICS = [spec for spec in (CONVERSATIONS, MEMORY_ITEMS, MEMORY_UPDATES)]
 GOAL_TRICKLE_CORE = 0.05
 GOAL_FILE_RATIO = 2.0
-
-# --- generated chats --------------------------------------------------------------------
-
-NAMES = ["Ana", "Bruno", "Chen", "Dara", "Elif", "Farid", "Greta", "Hiro", "Ines", "Jonas",
-         "Kemi", "Lena", "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tomas"]
-PLACES = ["Lisbon", "Berlin", "Osaka", "Lagos", "Quito", "Tartu", "Porto", "Austin", "Pune"]
-THINGS = ["the cello", "bouldering", "sourdough", "a vegetable garden", "chess", "pottery",
-          "trail running", "Spanish lessons", "a book club", "woodworking", "birdwatching"]
-PEOPLE = ["my sister", "my neighbour", "an old friend", "my manager", "my son", "my aunt"]
-LINES = [
-    "I started {thing} last {when} and I'm hooked.",
-    "We drove to {place} with {person} over the weekend.",
-    "Honestly {thing} is the only thing that calms me down after work.",
-    "{person} is moving to {place} next month, I'll miss them.",
-    "Did you ever try {thing}? I signed up for a class in {place}.",
-    "I had a rough week, {person} helped me a lot.",
-    "My plan for {when} is to finally get better at {thing}.",
-    "The trip to {place} was amazing, we ate so well.",
-]
-WHEN = ["week", "month", "spring", "summer", "winter", "year"]
+GOAL_BROKER_SHARE = 0.15
+GOAL_UP_S = 30.0
+GOAL_RATE_KEPT = 0.9
 
 
-def sentence(rng: random.Random) -> str:
-    return rng.choice(LINES).format(thing=rng.choice(THINGS), place=rng.choice(PLACES),
-                                    person=rng.choice(PEOPLE), when=rng.choice(WHEN))
+# --- the deployment ---------------------------------------------------------------------
 
 
 @dataclass
-class Generated:
-    records: list[tuple[TopicSpec, bytes, bytes]]  # spec, key, value
+class StepResult:
     turns: int
+    loaded: str  # cubes and nodes loaded at this step, and the seconds
+    broker: BrokerCost
+    up_s: float
+    ingested: Ingested
+    rss_up: float  # the worker's RSS once `memstream up` returned
+    rss_peak: float
+    searched: Searched
+    moved: int  # records the archive round moved to segments just before the replay
+    archived: int  # records of the ingested cubes the replay read from segments
+    replay_s: float
+    replay_diffs: list[str]
+    full_replay: str
+
+    def row(self) -> str:
+        i = self.ingested
+        return (f"{self.turns:>8,} {self.up_s:>6.1f} {i.turns / i.applied_s:>8.2f} "
+                f"{i.rate:>8.2f} {i.embedder_rate:>8.2f} {i.broker_share:>7.3f} "
+                f"{self.rss_peak:>7.0f} {self.searched.line():>14} {self.replay_s:>8.1f} "
+                f"{'yes' if not self.replay_diffs else 'NO':>6}")
 
 
-def history(rng: random.Random, first_turn: int, turns: int) -> Iterator[Generated]:
-    """Records of ``turns`` generated turns (from turn ``first_turn``), a chunk at a time:
-    each chunk goes into both speakers' cubes, and each turn leaves three memories there
-    (what was said, as a fact about the speaker, and the moment), as the pipeline's
-    extraction did on the LoCoMo dev split (5.6 extracted memories and 7.5 updates a turn)."""
-    t0 = datetime(2025, 1, 1, tzinfo=UTC)
-    for start in range(first_turn, first_turn + turns, CHUNK):
-        conv = start // 400  # a conversation of 400 turns, one cube per speaker
-        a, b = NAMES[conv % len(NAMES)], NAMES[(conv * 7 + 3) % len(NAMES)]
-        session = f"s{(start % 400) // SESSION}"
-        at = t0 + timedelta(hours=start)
-        said = [(a if n % 2 == 0 else b, sentence(rng),
-                 (at + timedelta(minutes=n - start)).isoformat())
-                for n in range(start, start + CHUNK)]
-        out: list[tuple[TopicSpec, bytes, bytes]] = []
-        for me in (a, b):
-            cube = f"hist-{conv:05d}-{me.lower()}"
-            messages = tuple(Message(id=f"t{start + i}", role="user" if who == me else
-                                     "assistant", name=who, content=text, timestamp=when)
-                             for i, (who, text, when) in enumerate(said))
-            chunk = ConversationChunk(user_id=cube, cube_id=cube, session_id=session,
-                                      messages=messages, event_id=f"c{cube}{start:09d}")
-            out.append((CONVERSATIONS, cube.encode(), CONVERSATIONS.encode(chunk)))
-            ids = []
-            for m in messages:
-                for k, text in enumerate((f"{m.name}: {m.content}",
-                                          f"{m.name} said that {m.content.lower()}",
-                                          f"On {str(m.timestamp)[:10]} {m.name} talked about "
-                                          f"{' '.join(m.content.split()[2:6])}.")):
-                    node = f"{cube}-{m.id}-{k}"
-                    ids.append(node)
-                    meta = MemoryMetadata(user_id=cube, cube_id=cube, session_id=session,
-                                          key=text[:40], tags=tuple(text.lower().split()[:4]),
-                                          background=" ".join(x for _, x, _ in said),
-                                          memory_type="LongTermMemory")
-                    item = ExtractedMemory(user_id=cube, cube_id=cube, id=node, memory=text,
-                                           key=meta.key, tags=meta.tags,
-                                           background=meta.background,
-                                           chunk_event_id=chunk.event_id, event_id=f"i{node}")
-                    out.append((MEMORY_ITEMS, cube.encode(), MEMORY_ITEMS.encode(item)))
-                    update = MemoryUpdate(user_id=cube, cube_id=cube, action="added",
-                                          stage="memory.add", node_id=node,
-                                          node=MemoryItem(id=node, memory=text, metadata=meta),
-                                          cause_event_id=item.event_id, event_id=f"u{node}")
-                    out.append((MEMORY_UPDATES, cube.encode(), MEMORY_UPDATES.encode(update)))
-            edges = tuple(Edge(source=x, target=y, type="FOLLOWS",
-                               reason=f"session {session} order")
-                          for x, y in zip(ids, ids[1:], strict=False))
-            linked = MemoryUpdate(user_id=cube, cube_id=cube, action="linked",
-                                  stage="reorganize", edges=edges,
-                                  event_id=f"l{cube}{start:09d}")
-            out.append((MEMORY_UPDATES, cube.encode(), MEMORY_UPDATES.encode(linked)))
-        yield Generated(out, CHUNK)
+STACK_HEADER = (f"{'turns':>8} {'up s':>6} {'applied':>8} {'turns/s':>8} {'embedder':>8} "
+                f"{'brk/wrk':>7} {'RSS MB':>7} {'search ms':>14} {'replay s':>8} "
+                f"{'same':>6}")
 
 
-# --- measuring --------------------------------------------------------------------------
+async def pool_vectors(pool: list[str]) -> list[list[float]]:
+    """The pool's sentences embedded once, as passages (as the add stage embeds a memory)."""
+    embedder = LocalEmbedder()
+    t0 = time.perf_counter()
+    vectors = [[float(x) for x in v] for v in await embedder.embed_passages(pool)]
+    await embedder.close()
+    print(f"embedded the pool of {len(pool)} sentences in {time.perf_counter() - t0:.0f}s",
+          flush=True)
+    return vectors
 
 
-async def publish(producer: AIOKafkaProducer, settings: Settings,
-                  chunks: Iterator[Generated]) -> int:
-    turns = 0
-    for g in chunks:
-        for spec, key, value in g.records:
-            await producer.send(spec.name(settings), value, key=key)
-        turns += g.turns
-    await producer.flush()
-    return turns
+async def one_step(i: int, settings: Settings, prev: int, target: int, pool: list[str],
+                   vectors: list[list[float]], args: argparse.Namespace,
+                   live_so_far: list[str], full_rate: list[float]) -> StepResult:
+    data = settings.data_dir
+    folder = data.parent / "dumps"
+    stack = await running(data)
+    t0 = time.perf_counter()
+    async with MemoryClient(settings, stack.bootstrap) as client:
+        cubes, nodes = await load_dumps(client, folder, dumps(prev, target, pool, vectors,
+                                                              args.seed))
+    loaded = f"{cubes} dumps, {nodes:,} memories loaded in {time.perf_counter() - t0:.0f}s"
+    print(f"  {target:,} turns: {loaded}", flush=True)
+    await asyncio.to_thread(cli, data, "down")
+    cost = await grow_log(settings, prev, target, pool, args.seed, args.window,
+                          args.trickle_s, archive=True)
+    print(f"  {target:,} turns: log grown in {cost.grow_s:.0f}s", flush=True)
+    up_s = await asyncio.to_thread(cli, data, "up")
+    stack = await running(data)
+    rss_up = rss_mb(stack.worker)
+    live = list(chunks(0, args.ingest_turns, pool, args.seed, prefix=f"live{i}",
+                       encoded=False))
+    live_cubes = sorted({cube for c in live for cube in c.chats})
+    async with MemoryClient(settings, stack.bootstrap) as client:
+        watch = RSSWatch(stack.worker)
+        watching = asyncio.create_task(watch.run())
+        try:
+            ingested = await ingest(client, settings, stack, live)
+            print(f"  {target:,} turns: up {up_s:.1f}s, ingested {ingested.turns} turns in "
+                  f"{ingested.settled_s:.0f}s", flush=True)
+            searched = await searches(client, history_cubes(target), args.searches,
+                                      args.seed + i)
+        finally:
+            watching.cancel()
+        moved = await archive_now(settings, stack.bootstrap)
+        archived = await asyncio.to_thread(in_segments, settings, live_cubes)
+        before = {c: await dumped(client, c, folder / f"{c}.json") for c in live_cubes}
+        replay_s, failed = await replay(client, live_cubes)
+        after = {c: await dumped(client, c, folder / f"{c}.json") for c in live_cubes}
+        diffs = [f"{c}: {d}" for c in live_cubes for d in differences(before[c], after[c])]
+        diffs += [f"replay failed: {f}" for f in failed]
+        live_so_far += live_cubes
+        full = f"not run (more than --full-replay-max {args.full_replay_max:,} turns)"
+        if full_rate:
+            full += (f"; at the rate measured at {full_rate[0]:,.0f} turns it would take "
+                     f"{target / full_rate[1] / 3600:.1f} h")
+        if target <= args.full_replay_max:
+            every = history_cubes(target) + live_so_far
+            full_s, failed = await replay(client, every)
+            full_rate[:] = [target, target / full_s]
+            full = (f"{len(every)} cubes in {full_s:.0f}s ({target / full_s:.1f} turns of "
+                    f"history/s{'; FAILED: ' + failed[0] if failed else ''})")
+    return StepResult(target, loaded, cost, up_s, ingested, rss_up,
+                      max(watch.samples, default=0.0),
+                      searched, moved, archived, replay_s, diffs, full)
 
 
-async def full_read(settings: Settings, bootstrap: str) -> tuple[float, int]:
-    """Seconds to read every record of the retained topics (segments, then the broker)."""
-    t = time.perf_counter()
-    async with MemoryClient(settings, bootstrap) as client:
-        found = await read_log(client, TOPICS, None)
-    return time.perf_counter() - t, sum(len(v) for v in found.values())
-
-
-def broker_bytes(broker_dir: Path) -> int:
-    return (broker_dir / DATA_FILE).stat().st_size if (broker_dir / DATA_FILE).exists() else 0
-
-
-async def retained_raw(bootstrap: str, settings: Settings) -> int:
-    """The bytes of the records the broker holds (key + value), as a consumer reads them."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                max_partition_fetch_bytes=8 * 1024 * 1024)
-    await consumer.start()
-    total = 0
+async def deployment(data: Path, steps: list[int], args: argparse.Namespace
+                     ) -> list[StepResult]:
+    settings = Settings(data_dir=data / "stack")
+    key_dir = settings.erasure_key_dir
+    assert key_dir is not None  # the embedded stack seals
+    activate(key_dir)  # the generated records sealed with the keys the worker reads them with
+    pool = pool_sentences(args.pool, args.seed)
+    vectors = await pool_vectors(pool)
+    first_up = await asyncio.to_thread(cli, settings.data_dir, "up")
+    print(f"memstream up on an empty data dir: {first_up:.1f}s", flush=True)
+    out: list[StepResult] = []
+    live: list[str] = []
+    full_rate: list[float] = []  # turns and turns/s of the last full replay
+    prev = 0
     try:
-        await consumer.topics()
-        tps = [TopicPartition(spec.name(settings), p) for spec in TOPICS
-               for p in sorted(consumer.partitions_for_topic(spec.name(settings)) or ())]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        todo = {tp for tp in tps if await consumer.position(tp) < ends[tp]}
-        while todo:
-            batch = await consumer.getmany(*todo, timeout_ms=1000)
-            for tp, records in batch.items():
-                total += sum(len(r.key or b"") + len(r.value or b"") for r in records)
-                if await consumer.position(tp) >= ends[tp]:
-                    todo.discard(tp)
-    finally:
-        await consumer.stop()
-    return total
-
-
-@dataclass
-class Step:
-    turns: int
-    grow_s: float
-    trickle_core: float
-    file_mb: float
-    raw_mb: float
-    archive_mb: float
-    start_s: float
-    read_s: float
-    records: int
-
-    def row(self, label: str) -> str:
-        return (f"{label:<9} {self.turns:>8,} {self.trickle_core:>8.3f} {self.file_mb:>9.1f} "
-                f"{self.raw_mb:>8.1f} {self.file_mb / max(self.raw_mb, 1e-9):>6.2f} "
-                f"{self.archive_mb:>8.1f} {self.start_s:>7.2f} {self.read_s:>7.1f} "
-                f"{self.records:>9,} {self.grow_s:>7.0f}")
-
-
-HEADER = (f"{'run':<9} {'turns':>8} {'trickle':>8} {'file MB':>9} {'held MB':>8} {'ratio':>6} "
-          f"{'arch MB':>8} {'start s':>7} {'read s':>7} {'records':>9} {'grow s':>7}")
-
-
-async def deployment(label: str, steps: list[int], data: Path, archive: bool, window: int,
-                     trickle_s: float, seed: int) -> list[Step]:
-    rng = random.Random(seed)
-    broker_dir = data / "broker"
-    broker = NoidaBroker(broker_dir)
-    bootstrap = await broker.start()
-    settings = Settings(data_dir=data, app_id=f"hist-{label}",
-                        kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"{label}."},
-                        archive={"min_records": 1, "segment_records": 50_000})
-    await ensure_topics(settings, bootstrap)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip",
-                                linger_ms=10, max_batch_size=256 * 1024)
-    await producer.start()
-    out: list[Step] = []
-    turns = 0
-    try:
-        for target in steps:
-            t = time.perf_counter()
-            while turns < target:
-                slice_turns = min(2000, target - turns)
-                turns += await publish(producer, settings, history(rng, turns, slice_turns))
-                if archive and turns > window:
-                    await asyncio.sleep(0.1)
-                    await archive_once(settings, bootstrap, after_s=0)
-            if archive:  # the newest window stays: it is what the last minutes wrote
-                await archive_once(settings, bootstrap, after_s=0)
-            turns += await publish(producer, settings, history(rng, turns, window))
-            grow_s = time.perf_counter() - t
-            await asyncio.sleep(2)  # the broker saves its file about once a second
-            # a trickle: one chunk's records a second
-            assert broker.pid is not None
-            cpu0, t0 = cpu_seconds(broker.pid), time.perf_counter()
-            for _ in range(int(trickle_s)):
-                tick = time.perf_counter()
-                turns += await publish(producer, settings, history(rng, turns, CHUNK))
-                await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
-            trickle = (cpu_seconds(broker.pid) - cpu0) / (time.perf_counter() - t0)
-            await asyncio.sleep(2)
-            file_mb = broker_bytes(broker_dir) / 1e6
-            raw_mb = await retained_raw(bootstrap, settings) / 1e6
-            archive_mb = Archive(data).size_bytes() / 1e6
-            read_s, records = await full_read(settings, bootstrap)
-            # the broker's share of `memstream up`: a restart on its file
-            await producer.stop()
-            await broker.stop()
-            t1 = time.perf_counter()
-            bootstrap = await broker.start()
-            start_s = time.perf_counter() - t1
-            settings = settings.model_copy(update={"kafka": settings.kafka.model_copy(
-                update={"bootstrap_servers": bootstrap})})
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip",
-                                        linger_ms=10, max_batch_size=256 * 1024)
-            await producer.start()
-            step = Step(turns, grow_s, trickle, file_mb, raw_mb, archive_mb, start_s, read_s,
-                        records)
-            print(step.row(label), flush=True)
+        for i, target in enumerate(steps):
+            step = await one_step(i, settings, prev, target, pool, vectors, args, live, full_rate)
             out.append(step)
+            print(step.broker.row("archive"), flush=True)
+            print(f"  {STACK_HEADER}\n  {step.row()}", flush=True)
+            prev = target
     finally:
-        await producer.stop()
-        await broker.stop()
+        with contextlib.suppress(RuntimeError):
+            await asyncio.to_thread(cli, settings.data_dir, "down")
     return out
 
 
-async def main() -> None:
+# --- the run ----------------------------------------------------------------------------
+
+
+def report(stack: list[StepResult], base: list[BrokerCost]) -> None:
+    print("\nbroker (step 2): trickle = its CPU (cores) for one chunk a second; file = its data "
+          "file; held = the records it holds as a consumer reads them; arch = segment files; "
+          "start = its restart on its file; read = every retained record through memstream's "
+          "reader")
+    print(BROKER_HEADER)
+    for s in stack:
+        print(s.broker.row("archive"))
+    for b in base:
+        print(b.row("baseline"))
+    print("\nstack: up = `memstream up` on the history; applied = turns/s until the add stage "
+          "applied the last chunk; turns/s = until every stage (optimizer included) took all "
+          "its input; embedder = the local embedder alone on the same texts; brk/wrk = broker "
+          "CPU / worker CPU over the ingestion; RSS = the worker's peak (Milvus Lite "
+          "included); search = p50/p95/max ms; replay = the ingested cubes replayed, same = "
+          "identical stores after it")
+    print(STACK_HEADER)
+    for s in stack:
+        print(s.row())
+    for s in stack:
+        searched = s.searched
+        print(f"at {s.turns:,} turns: {s.loaded}; {len(searched.ms)} searches, {searched.errors} "
+              f"errors, {searched.hits / max(1, len(searched.ms)):.1f} hits each; worker RSS "
+              f"{s.rss_up:.0f} MB after up; ingestion "
+              f"CPU s " + ", ".join(f"{k} {v:.0f}" for k, v in s.ingested.cpu.items())
+              + f"; rate / embedder alone {s.ingested.rate / s.ingested.embedder_rate:.2f}; "
+              f"full replay: {s.full_replay}")
+        kinds = Counter(d.split(": ")[1] for d in s.replay_diffs)  # "cube: kind: detail"
+        print(f"  replay of the ingested cubes ({s.archived:,} of their records in segments "
+              f"by then, {s.moved:,} records moved by an archive round just before): "
+              f"{len(s.replay_diffs)} differences"
+              + "".join(f"; {n} {kind}" for kind, n in kinds.most_common()))
+        for line in s.replay_diffs[:10]:
+            print(f"    {line}")
+    first, last = stack[0], stack[-1]
+    kept = last.ingested.rate / first.ingested.rate
+    # the same ratio with each rate taken against the embedder alone at its step: the machine
+    # is shared, and what else runs moves both
+    fair = (last.ingested.rate / last.ingested.embedder_rate) / \
+        (first.ingested.rate / first.ingested.embedder_rate)
+    print(f"\ngoals at {last.turns:,} turns: ingestion {last.ingested.rate:.2f} turns/s = "
+          f"{kept:.2f}x its rate at {first.turns:,} turns ({fair:.2f}x against the embedder "
+          f"alone at each step; goal >= {GOAL_RATE_KEPT}); broker / "
+          f"worker CPU while ingesting {last.ingested.broker_share:.3f} (goal <= "
+          f"{GOAL_BROKER_SHARE}); trickle {last.broker.trickle_core:.3f} of a core (goal <= "
+          f"{GOAL_TRICKLE_CORE}); broker file "
+          f"{last.broker.file_mb / max(last.broker.raw_mb, 1e-9):.2f}x the records it holds "
+          f"(goal <= {GOAL_FILE_RATIO}); memstream up {last.up_s:.1f}s (goal <= {GOAL_UP_S:.0f}"
+          f"); replay of the ingested cubes: "
+          f"{'identical stores' if not last.replay_diffs else 'DIFFERENT stores'}")
+    for a, b in zip(stack, base, strict=False):
+        print(f"at {b.turns:,} turns the baseline's trickle costs "
+              f"{b.trickle_core / max(a.broker.trickle_core, 1e-9):.1f}x the archive's, its "
+              f"file {b.file_mb / max(a.broker.file_mb, 1e-9):.1f}x, its start "
+              f"{b.start_s / max(a.broker.start_s, 1e-9):.1f}x")
+
+
+def parse_steps(text: str, window: int, trickle_s: float) -> list[int]:
+    """Increasing multiples of the chunk, each growing the history by more than the window
+    and the trickle leave on the broker."""
+    try:
+        steps = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--steps {text!r}: give turn counts separated by commas, e.g. "
+                         "1000,10000,100000") from None
+    least = window + int(trickle_s) * CHUNK + CHUNK
+    for prev, step in zip([0, *steps], steps, strict=False):
+        if step % CHUNK or step - prev < least:
+            raise SystemExit(f"--steps {text!r}: each step must be a multiple of {CHUNK} and "
+                             f"grow the history by at least {least} turns (--window + 5 x "
+                             f"--trickle-s + {CHUNK}); {step} does not")
+    return steps
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", default="1000,10000,100000")
-    parser.add_argument("--baseline-max", type=int, default=10_000)
+    parser.add_argument("--ingest-turns", type=int, default=300,
+                        help="turns of new chats ingested at each step")
+    parser.add_argument("--searches", type=int, default=100, help="searches at each step")
+    parser.add_argument("--full-replay-max", type=int, default=None,
+                        help="replay every cube at steps up to this many turns (default: the "
+                             "smallest step)")
+    parser.add_argument("--baseline-max", type=int, default=10_000,
+                        help="the no-archive baseline's last step (0: no baseline)")
     parser.add_argument("--trickle-s", type=float, default=30.0)
     parser.add_argument("--window", type=int, default=300,
                         help="turns the archive leaves on the broker: its default window "
                              "(archive.after_s, 60 s) at the trickle's 5 turns a second")
+    parser.add_argument("--pool", type=int, default=400,
+                        help="generated sentences embedded once (the templates give ~365)")
     parser.add_argument("--seed", type=int, default=40)
-    parser.add_argument("--tmp", default=None, help="where the data directories go")
+    parser.add_argument("--tmp", type=Path, default=None, help="where the data directories go")
     args = parser.parse_args()
-    steps = [int(s) for s in args.steps.split(",")]
-    with tempfile.TemporaryDirectory(prefix="ms-history-", dir=args.tmp) as tmp:
-        activate(Path(tmp) / "keys")  # sealed as under `memstream up`
-        print("trickle: the broker's CPU (cores) for one chunk a second; file: the broker's "
-              "data file; held: the records it holds as a consumer reads them; arch: segment "
-              "files; start: the broker's restart on its file; read: every retained record "
-              "through memstream's reader\n")
-        print(HEADER, flush=True)
-        arch = await deployment("archive", steps, Path(tmp) / "archive", True, args.window,
-                                args.trickle_s, args.seed)
-        base = await deployment("baseline", [s for s in steps if s <= args.baseline_max],
-                                Path(tmp) / "baseline", False, args.window, args.trickle_s,
-                                args.seed)
-    print()
-    last = arch[-1]
-    print(f"archive at {last.turns:,} turns: trickle {last.trickle_core:.3f} of a core (goal <= "
-          f"{GOAL_TRICKLE_CORE}), file {last.file_mb / max(last.raw_mb, 1e-9):.2f}x the records "
-          f"held (goal <= {GOAL_FILE_RATIO}), broker start {last.start_s:.1f}s")
-    for a, b in zip(arch, base, strict=False):
-        print(f"at {b.turns:,} turns the baseline's trickle costs "
-              f"{b.trickle_core / max(a.trickle_core, 1e-9):.1f}x the archive's, its file "
-              f"{b.file_mb / max(a.file_mb, 1e-9):.1f}x, its start "
-              f"{b.start_s / max(a.start_s, 1e-9):.1f}x")
+    steps = parse_steps(args.steps, args.window, args.trickle_s)
+    if args.ingest_turns < CHUNK or args.ingest_turns % CHUNK:
+        raise SystemExit(f"--ingest-turns {args.ingest_turns}: a positive multiple of {CHUNK}")
+    if args.searches < 1:
+        raise SystemExit(f"--searches {args.searches}: at least 1")
+    if args.tmp is not None and not args.tmp.is_dir():
+        raise SystemExit(f"--tmp {args.tmp}: no such directory")
+    if args.full_replay_max is None:
+        args.full_replay_max = steps[0]
+    for name in [k for k in os.environ if k.startswith("MEMSTREAM_")]:
+        del os.environ[name]  # the embedded default, in this process as in the stack's
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="hist-", dir=args.tmp) as tmp:
+        print(f"data in {tmp}; steps {', '.join(f'{s:,}' for s in steps)} turns\n", flush=True)
+        stack = asyncio.run(deployment(Path(tmp) / "archive", steps, args))
+        base = asyncio.run(baseline(Path(tmp) / "baseline",
+                                    [s for s in steps if s <= args.baseline_max], args))
+    report(stack, base)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -265,6 +265,9 @@ async def _apply(step: list[LogRecord], cmd: ReplayCube, deps: Deps, announcer: 
                          value.event_id, exc)
     elif first.spec is WORKING_MEMORY:
         out = await stages.apply_replacements([first.record], deps)
+    for outgoing in out:  # what the live runtime does once the outputs are sent (evictions)
+        if outgoing.then is not None:
+            await outgoing.then()
     await _reorganize(out, deps, optimizer)
 
 
