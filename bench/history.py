@@ -77,7 +77,6 @@ from history_broker import BROKER_HEADER, BrokerCost, baseline, grow_log  # noqa
 from history_data import CHUNK, chunks, dumps, history_cubes, pool_sentences  # noqa: E402
 from history_stack import (  # noqa: E402
     Ingested,
-    RSSWatch,
     Searched,
     archive_now,
     cli,
@@ -90,7 +89,7 @@ from history_stack import (  # noqa: E402
     running,
     searches,
 )
-from load import rss_mb  # noqa: E402
+from load import RSSWatch, rss_mb  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.security.keys import activate  # noqa: E402

@@ -18,13 +18,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from history_data import Chunk, question
-from load import cpu_seconds, pct, rss_mb, settle
+from load import cpu_seconds, passages_per_s, pct, settle
 
 from memstream.archive.archiver import archive_once
 from memstream.archive.segments import Archive
@@ -176,17 +176,6 @@ class Ingested:
         return self.cpu.get("broker", 0.0) / max(self.cpu.get("worker", 0.0), 1e-9)
 
 
-@dataclass
-class RSSWatch:
-    pid: int
-    samples: list[float] = field(default_factory=list)
-
-    async def run(self) -> None:
-        while True:
-            self.samples.append(rss_mb(self.pid))
-            await asyncio.sleep(1.0)
-
-
 async def ingest(client: MemoryClient, settings: Settings, stack: Running,
                  live: Sequence[Chunk]) -> Ingested:
     """Every chunk of ``live`` published at once to ``conversations`` (each into both
@@ -209,21 +198,13 @@ async def ingest(client: MemoryClient, settings: Settings, stack: Running,
 async def embedder_rate(live: Sequence[Chunk]) -> float:
     """Turns per second the local embedder alone (every core) gets through what a turn needs
     at least: its text once in each of its cubes, each chunk's episode once per cube."""
-    from memstream.streams.embed.local import LocalEmbedder
-
     texts: list[str] = []
     for c in live:
         for _, messages in c.chats.values():
             texts += [m.content for m in messages]
             texts.append("\n".join(f"[{m.timestamp:%Y-%m-%d %H:%M}] {m.name}: {m.content}"
                                    for m in messages))
-    embedder = LocalEmbedder(threads=None)
-    await embedder.embed_passages(texts[:8])  # the model loaded first
-    t0 = time.perf_counter()
-    await embedder.embed_passages(texts)
-    elapsed = time.perf_counter() - t0
-    await embedder.close()
-    return sum(c.turns for c in live) / elapsed
+    return sum(c.turns for c in live) / (len(texts) / await passages_per_s(texts))
 
 
 # --- searches ---------------------------------------------------------------------------

@@ -421,12 +421,37 @@ def cpu_line(before: dict[str, float], after: dict[str, float], turns: int) -> s
             f"(goal ≤ 0.15), graph / worker {used.get('graph', 0) / worker:.2f}")
 
 
+@dataclass
+class RSSWatch:
+    """The resident memory of ``pid``, sampled every second while ``run`` runs."""
+
+    pid: int
+    samples: list[float] = field(default_factory=list)
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append(rss_mb(self.pid))
+            await asyncio.sleep(1.0)
+
+
+async def passages_per_s(texts: Sequence[str]) -> float:
+    """Seconds the local embedder alone (every core, the model loaded first) takes over
+    ``texts`` as passages, as a rate: texts per second."""
+    from memstream.streams.embed.local import LocalEmbedder
+
+    embedder = LocalEmbedder(threads=None)
+    await embedder.embed_passages(list(texts[:8]))  # load the model first
+    t0 = time.perf_counter()
+    await embedder.embed_passages(list(texts))
+    elapsed = time.perf_counter() - t0
+    await embedder.close()
+    return len(texts) / elapsed
+
+
 async def embedder_rate(chunks: Sequence[Chunk]) -> tuple[float, int]:
     """Turns per second the local embedder alone sustains on every core for what a turn
     needs at least (its text once in each of its cubes, each chunk's episode once), over
     the same chunks; and how many texts that was. The simple alternative's ingestion."""
-    from memstream.streams.embed.local import LocalEmbedder
-
     texts: list[str] = []
     episodes: set[str] = set()
     for c in chunks:
@@ -434,13 +459,8 @@ async def embedder_rate(chunks: Sequence[Chunk]) -> tuple[float, int]:
         episodes.add("\n".join(f"[{t.at:%Y-%m-%d %H:%M}] {t.speaker}: {t.text}"
                                for t in c.turns))
     texts += sorted(episodes)
-    embedder = LocalEmbedder(threads=None)
-    await embedder.embed_passages(texts[:8])  # load the model first
-    t0 = time.perf_counter()
-    await embedder.embed_passages(texts)
-    elapsed = time.perf_counter() - t0
-    await embedder.close()
-    return sum(len(c.turns) for c in chunks) / elapsed, len(texts)
+    per_text = await passages_per_s(texts)
+    return sum(len(c.turns) for c in chunks) / (len(texts) / per_text), len(texts)
 
 
 def pct(values: Sequence[float], p: float) -> float:

@@ -63,7 +63,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from load import WorkerProcess, cpu_seconds, dir_mb, pct, profiling, rss_mb  # noqa: E402
+from load import RSSWatch, WorkerProcess, cpu_seconds, dir_mb, pct, profiling, rss_mb  # noqa: E402
 from tenancy_data import (  # noqa: E402
     CubePlan,
     PoolChunk,
@@ -99,17 +99,6 @@ class Timed:
     hits: int
     error: str = ""
     back: float = 0.0  # from the reply's stamp in the worker to its arrival here
-
-
-@dataclass
-class RSSWatch:
-    pid: int
-    samples: list[float] = field(default_factory=list)
-
-    async def run(self) -> None:
-        while True:
-            self.samples.append(rss_mb(self.pid))
-            await asyncio.sleep(1.0)
 
 
 async def memstream_search(client: MemoryClient, cube: str, question: str, cold: bool
