@@ -17,7 +17,7 @@ from memstream.kafka import tracing
 from memstream.streams.core.lifecycle import refused
 from memstream.streams.core.merge import apply, resolve
 from memstream.streams.reorganize import asof
-from memstream.streams.reorganize.organize import organize
+from memstream.streams.reorganize.organize import New, organize
 from memstream.streams.reorganize.writes import STAGE, moved, update, write_edges
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
@@ -48,7 +48,7 @@ async def on_add(events: ReorganizeEvent | Sequence[ReorganizeEvent],
     """Consecutive add events of one cube: each node as it was when the log added it (it may
     have been merged since), organized together (one model call for them all)."""
     batch = [events] if isinstance(events, ReorganizeEvent) else list(events)
-    lives: list[asof.Live] = []
+    lives: list[New] = []
     out: list[Outgoing] = []
     edges: list[Edge] = []  # written together: one store call instead of one per fact
     for event in batch:
@@ -60,15 +60,15 @@ async def on_add(events: ReorganizeEvent | Sequence[ReorganizeEvent],
             this = await asof.live_at(deps, event.cube_id, node, asof.position(node),
                                       strictly_before=False)
             if this is not None:
-                lives.append(this)
+                lives.append((event, this))
                 with tracing.span("memstream.optimizer.follows"):
                     out += await follows(event, deps, this, edges)
     if edges:
         await write_edges(deps, batch[0].cube_id, edges)
-    if not batch:
+    if not lives:
         return out
     with tracing.span("memstream.optimizer.organize", {"memstream.facts": len(lives)}):
-        return out + await organize(batch[0], deps, lives)
+        return out + await organize(deps, lives)
 
 
 async def on_merge(event: ReorganizeEvent, deps: Deps) -> list[Outgoing]:

@@ -1,5 +1,7 @@
-"""Optimizer, ``add``: the links, implied facts and concepts of one event's new facts, asked
-in one call (``prompts.organize``) instead of one per neighbour, per pair and per group.
+"""Optimizer, ``add``: the links, implied facts and concepts of new facts, asked in one call
+(``prompts.organize``) instead of one per neighbour, per pair and per group. The facts of
+consecutive add events are organized together, and end as the events would have left them
+one at a time: a replay organizes event by event, a backlogged worker in batches.
 
 Candidates per new fact: its earlier live neighbours (tag overlap, then vector, as of the
 log: ``asof``), kept only when their cosine to the fact reaches
@@ -67,10 +69,14 @@ async def neighbours(deps: Deps, node: MemoryItem) -> list[asof.Live]:
     return [lv for _, lv in kept[: cfg.relation_candidates]]
 
 
+New = tuple[ReorganizeEvent, asof.Live]  # a new fact, with the add event that brought it
+
+
 @dataclass
 class Concept:
     """A tag group of one new fact and what is known of its concept node."""
 
+    event: ReorganizeEvent
     this: asof.Live
     members: list[MemoryItem]
     holders: dict[str, str]
@@ -101,7 +107,7 @@ async def plan_concept(event: ReorganizeEvent, deps: Deps, this: asof.Live) -> C
         ctx = AggregateContext(members=[MemberNote.of(m) for m in members],
                                shared_tags=shared or tags,
                                centrality=await centrality_of(deps, event.cube_id, members))
-    return Concept(this, members, holders, shared, concept_id, existing, ctx)
+    return Concept(event, this, members, holders, shared, concept_id, existing, ctx)
 
 
 async def apply_concept(event: ReorganizeEvent, deps: Deps, plan: Concept,
@@ -167,29 +173,38 @@ async def write_inferred(event: ReorganizeEvent, deps: Deps, pair: InferenceCont
 
 @dataclass(frozen=True)
 class Pair:
+    event: ReorganizeEvent  # the add event of the new fact that made the pair
     old: MemoryItem
     new: MemoryItem
     holders: dict[str, str]
 
 
-async def organize(event: ReorganizeEvent, deps: Deps,
-                   lives: Sequence[asof.Live]) -> list[Outgoing]:
-    """Links, implied facts and concepts for the event's live new facts: one call at most."""
+async def organize(deps: Deps, lives: Sequence[New]) -> list[Outgoing]:
+    """Links, implied facts and concepts for new live facts, in log order: one call at most.
+
+    What is written is what organizing each event alone, in order, writes (a replay does
+    that). A pair's verdict and a concept group's answer depend on nothing else in the call;
+    what does depend on order is a concept: a later event finds the concept an earlier one
+    made, and joins it, or asks again for its own group when the earlier one was declined.
+    So each event asks its own groups, and a group whose concept an earlier event of the
+    batch made is joined instead."""
     pairs: list[Pair] = []
-    for this in lives:
+    for event, this in lives:
         for other in await neighbours(deps, this.node):
             # A pair is shown in time order, so its verdict does not depend on which of the
             # two events happens to be processed (or replayed) second.
             old, new = sorted((this.node, other.node),
                               key=lambda n: (n.metadata.created_at, n.id))
-            pairs.append(Pair(old, new, {this.node.id: this.holder,
-                                         other.node.id: other.holder}))
-    plans = [c for this in lives if (c := await plan_concept(event, deps, this)) is not None]
-    asked: dict[str, int] = {}  # concept id → its group's number in the question
+            pairs.append(Pair(event, old, new, {this.node.id: this.holder,
+                                                other.node.id: other.holder}))
+    plans = [c for event, this in lives
+             if (c := await plan_concept(event, deps, this)) is not None]
+    asked: dict[tuple[str, str], int] = {}  # (event, concept id) → its group in the question
     groups: list[AggregateContext] = []
     for plan in plans:
-        if plan.ctx is not None and plan.concept_id not in asked:
-            asked[plan.concept_id] = len(groups)
+        key = (plan.event.event_id, plan.concept_id)
+        if plan.ctx is not None and key not in asked:
+            asked[key] = len(groups)
             groups.append(plan.ctx)
     index: dict[str, int] = {}
     memories: list[RelationNode] = []
@@ -219,19 +234,26 @@ async def organize(event: ReorganizeEvent, deps: Deps,
                     reason=verdict.reason[:200])
         links.append(moved(edge, p.holders))
         # announced as decided (every time: the same id, so a redelivery dedupes)
-        out.append(update(event, deps, "linked", edges=[edge], reason=verdict.reason[:200]))
+        out.append(update(p.event, deps, "linked", edges=[edge], reason=verdict.reason[:200]))
         if (implied := InferenceContext.from_relation(pair_ctx, verdict)) is not None:
-            out += await write_inferred(event, deps, implied, source, target, verdict.inferred)
-    await write_edges(deps, event.cube_id, links)
-    done: set[str] = set()
+            out += await write_inferred(p.event, deps, implied, source, target,
+                                        verdict.inferred)
+    if links:
+        await write_edges(deps, lives[0][0].cube_id, links)
+    done: set[tuple[str, str]] = set()  # (event, concept id) made or declined
+    touched: set[str] = set()  # concept ids an event of this batch decided
     for plan in plans:
-        if plan.concept_id in done:  # made (or declined) for an earlier fact: join it
-            again = await plan_concept(event, deps, plan.this)
-            if again is None or again.ctx is not None:
+        key = (plan.event.event_id, plan.concept_id)
+        # made (or declined) for an earlier fact of the event: join it; made by an earlier
+        # event: joined as that event's successor would have found it
+        if key in done or (plan.ctx is not None and plan.concept_id in touched):
+            again = await plan_concept(plan.event, deps, plan.this)
+            if again is None or (key in done and again.ctx is not None):
                 continue
             plan = again
-        done.add(plan.concept_id)
-        group = asked.get(plan.concept_id)
-        out += await apply_concept(event, deps, plan,
+        done.add(key)
+        touched.add(plan.concept_id)
+        group = asked.get(key)
+        out += await apply_concept(plan.event, deps, plan,
                                    None if group is None else answer.concept_for(group))
     return out
