@@ -1,5 +1,6 @@
-"""A backlogged optimizer organizes consecutive add events together (one model call); a
-replay organizes them one at a time. Both must leave the same graph, or a replay of the
+"""The optimizer's organizing of new facts (streams/reorganize/organize.py), in batches: a
+backlogged optimizer organizes consecutive add events together (one model call), a replay
+organizes them one at a time. Both must leave the same graph, or a replay of the
 log does not rebuild what the live worker built (issue 40: concepts and their members
 differed after a replay of chats ingested behind a busy optimizer)."""
 
