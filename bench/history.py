@@ -264,7 +264,7 @@ def report(stack: list[StepResult], base: list[BrokerCost]) -> None:
               f"by then, {s.moved:,} records moved by an archive round just before): "
               f"{len(s.replay_diffs)} differences"
               + "".join(f"; {n} {kind}" for kind, n in kinds.most_common()))
-        for line in s.replay_diffs[:10]:
+        for line in s.replay_diffs[:40]:
             print(f"    {line}")
     first, last = stack[0], stack[-1]
     kept = last.ingested.rate / first.ingested.rate

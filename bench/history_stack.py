@@ -315,10 +315,18 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     b, a = before["vectors"], after["vectors"]
     out += [f"vector differs or is missing: {k}" for k in sorted(b.keys() | a.keys())
             if b.get(k) != a.get(k)]
+    nodes = {**after["nodes"], **before["nodes"]}
+
+    def end(k: str) -> str:  # an edge's end, with its text when the cube holds it
+        meta = nodes[k]["metadata"] if k in nodes else {}
+        return f"{said(nodes, k)} ({meta.get('status')})" if k in nodes else k
+
     b_edges = {tuple(e) for e in before["edges"]}
     a_edges = {tuple(e) for e in after["edges"]}
-    out += [f"edge only before, {e[2]}: {e[0]} -> {e[1]}" for e in sorted(b_edges - a_edges)]
-    out += [f"edge only after, {e[2]}: {e[0]} -> {e[1]}" for e in sorted(a_edges - b_edges)]
+    out += [f"edge only before, {e[2]}: {end(e[0])} -> {end(e[1])}"
+            for e in sorted(b_edges - a_edges)]
+    out += [f"edge only after, {e[2]}: {end(e[0])} -> {end(e[1])}"
+            for e in sorted(a_edges - b_edges)]
     return out
 
 

@@ -4,18 +4,19 @@ edges onto the nodes that hold them now."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
 from memstream.streams.embed.nodes import node_vectors
+from memstream.streams.reorganize.asof import MAX_CHAIN
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
 from memstream.topics.ids import derived_event_id
-from memstream.topics.models import Edge, EdgeType, MemoryItem
+from memstream.topics.models import LINEAGE_EDGE_TYPES, Edge, EdgeType, MemoryItem
 from memstream.topics.registry import MEMORY_UPDATES
 
 log = logging.getLogger("memstream.reorganize")
@@ -49,9 +50,44 @@ async def complete(deps: Deps, cube: str, ids: Sequence[str]) -> None:
 
 
 async def write_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> None:
-    """Write edges (MERGE: idempotent); a self-loop left by two merged ends is not written."""
+    """Write edges (MERGE: idempotent); a self-loop left by two merged ends is not written.
+
+    The add stage runs beside the optimizer: an end it merged away after the edges were
+    decided, and before they were written, would keep them on the archived node (the merge
+    moved its other edges already), where a replay, whose merges come first, never puts
+    them. Such an end's edges are moved on to the node that holds its edges now, as the merge
+    moved the rest."""
     if real := [e for e in edges if e.source != e.target]:
         await deps.store.add_edges(cube, real)
+        await settle(deps, cube, {e.source for e in real} | {e.target for e in real})
+
+
+async def settle(deps: Deps, cube: str, ids: Collection[str]) -> None:
+    """Move the moving edges of each merged-away node of ``ids`` onto its holder."""
+    for node in await deps.query.get_nodes(cube, sorted(ids)):
+        if node.metadata.status != "archived":
+            continue
+        holder = await holder_of(deps, cube, node.id)
+        if holder is not None:
+            await deps.store.redirect_edges(cube, [node.id], holder,
+                                            exclude=sorted(LINEAGE_EDGE_TYPES))
+
+
+async def holder_of(deps: Deps, cube: str, node_id: str) -> str | None:
+    """The live end of ``node_id``'s merges (None if it was not merged, or the chain is
+    longer than ``asof.MAX_CHAIN``)."""
+    at = node_id
+    for _ in range(MAX_CHAIN):
+        merged = sorted(e.target for e in await deps.query.edges_from(cube, [at], ["MERGED_TO"]))
+        if not merged:
+            return None if at == node_id else at
+        at = merged[0]
+        found = await deps.query.get_nodes(cube, [at])
+        if not found:
+            return None
+        if found[0].metadata.status == "activated":
+            return at
+    return None
 
 
 def moved(edge: Edge, holders: dict[str, str]) -> Edge:
