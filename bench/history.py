@@ -254,7 +254,9 @@ def report(stack: list[StepResult], base: list[BrokerCost]) -> None:
     for s in stack:
         searched = s.searched
         print(f"at {s.turns:,} turns: {s.loaded}; {len(searched.ms)} searches, {searched.errors} "
-              f"errors, {searched.hits / max(1, len(searched.ms)):.1f} hits each; worker RSS "
+              f"errors, {searched.hits / max(1, len(searched.ms)):.1f} hits each (p50/p95/max "
+              f"ms: a cube's first search {searched.line(True)}, {sum(searched.first)} of "
+              f"them; later ones {searched.line(False)}); worker RSS "
               f"{s.rss_up:.0f} MB after up; ingestion "
               f"CPU s " + ", ".join(f"{k} {v:.0f}" for k, v in s.ingested.cpu.items())
               + f"; rate / embedder alone {s.ingested.rate / s.ingested.embedder_rate:.2f}; "
