@@ -11,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 
 from memstream.streams.embed.nodes import node_vectors
-from memstream.streams.reorganize.asof import MAX_CHAIN
+from memstream.streams.reorganize import asof
 from memstream.streams.reorganize.clustering import centrality
 from memstream.streams.runtime.stage import Deps, Outgoing
 from memstream.topics.events import MemoryUpdate, ReorganizeEvent
@@ -65,10 +65,7 @@ async def write_edges(deps: Deps, cube: str, edges: Sequence[Edge]) -> None:
 async def settle(deps: Deps, cube: str, ids: Collection[str]) -> None:
     """Move the moving edges of each merged-away node of ``ids`` onto its holder."""
     for node in await deps.query.get_nodes(cube, sorted(ids)):
-        if node.metadata.status != "archived":
-            continue
-        holder = await holder_of(deps, cube, node.id)
-        if holder is not None:
+        if node.metadata.status == "archived" and (holder := await _holder(deps, node)):
             await deps.store.redirect_edges(cube, [node.id], holder,
                                             exclude=sorted(LINEAGE_EDGE_TYPES))
 
@@ -76,18 +73,15 @@ async def settle(deps: Deps, cube: str, ids: Collection[str]) -> None:
 async def holder_of(deps: Deps, cube: str, node_id: str) -> str | None:
     """The live end of ``node_id``'s merges (None if it was not merged, or the chain is
     longer than ``asof.MAX_CHAIN``)."""
-    at = node_id
-    for _ in range(MAX_CHAIN):
-        merged = sorted(e.target for e in await deps.query.edges_from(cube, [at], ["MERGED_TO"]))
-        if not merged:
-            return None if at == node_id else at
-        at = merged[0]
-        found = await deps.query.get_nodes(cube, [at])
-        if not found:
-            return None
-        if found[0].metadata.status == "activated":
-            return at
-    return None
+    found = await deps.query.get_nodes(cube, [node_id])
+    return await _holder(deps, found[0]) if found else None
+
+
+async def _holder(deps: Deps, node: MemoryItem) -> str | None:
+    # as of the node's own position, the merges that followed it lead to its holder now
+    live = await asof.live_at(deps, node.metadata.cube_id, node, asof.position(node),
+                              strictly_before=False)
+    return live.holder if live is not None and live.holder != node.id else None
 
 
 def moved(edge: Edge, holders: dict[str, str]) -> Edge:

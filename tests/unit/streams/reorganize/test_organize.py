@@ -13,10 +13,9 @@ from pathlib import Path
 from memstream.streams.extraction.logic import extract_chunk
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.reorganize.logic import on_add
-from memstream.streams.runtime.batches import RawRecord
-from memstream.streams.runtime.stage import Deps, Record
-from memstream.topics.events import ConversationChunk, Origin, ReorganizeEvent
-from tests.support.doubles import memory_deps
+from memstream.streams.runtime.stage import Deps
+from memstream.topics.events import ConversationChunk, ReorganizeEvent
+from tests.support.doubles import events_of, memory_deps, record, sent
 from tests.support.paths import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -39,14 +38,11 @@ async def ingested(deps: Deps) -> tuple[str, list[ReorganizeEvent]]:
         event = ConversationChunk(user_id=cube, cube_id=cube, session_id=session,
                                   messages=messages, event_id=f"c{cube}{offset:05d}",
                                   occurred_at=messages[-1].timestamp)
-        origin = Origin(topic="conversations", partition=0, offset=offset)
-        raw = RawRecord("conversations", 0, offset, cube.encode(), None)
-        items = await extract_chunk(event, origin, deps)
-        for out in await add_memories([Record(i, origin, raw) for i in items], deps):
-            if out.then is not None:
-                await out.then()
-            if isinstance(out.event, ReorganizeEvent) and out.event.op == "add":
-                events.append(out.event)
+        items = await extract_chunk(event, record(event, "conversations", 0, offset).origin,
+                                    deps)
+        out = await sent(await add_memories(
+            [record(i, "conversations", 0, offset) for i in items], deps))
+        events += [e for e in events_of(out, ReorganizeEvent) if e.op == "add"]
     return cube, events
 
 
