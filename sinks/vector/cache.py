@@ -1,8 +1,8 @@
 """A per-cube in-memory index in front of a VectorStore, for single-writer stores.
 
 Milvus Lite is one process per file, so the worker that owns the file sees every
-write: an index of a cube's vectors kept in numpy (loaded on first use, updated on
-each write) stays exact, and searches a 2,000-vector cube in well under a
+write: an index of a cube's vectors kept in numpy (loaded behind its first use, updated
+on each write) stays exact, and searches a 2,000-vector cube in well under a
 millisecond, where Lite takes 6-80 ms depending on how its segments were sealed.
 The inner store stays the durable copy; every write goes to it first. The least
 recently used cubes leave beyond ``max_cubes`` cubes or ``max_vectors`` vectors
@@ -12,15 +12,20 @@ recently used cubes leave beyond ``max_cubes`` cubes or ``max_vectors`` vectors
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 
 from memstream.sinks.lru import LRU
-from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord, VectorStore
+from memstream.sinks.ports import CubeRows, Pause, VectorHit, VectorQuery, VectorRecord, VectorStore
 from memstream.sinks.vector.expr import query_vector, record_answers, search_expression
 from memstream.topics.models import Status
+
+T = TypeVar("T")
+LOAD_YIELD_S = 0.25  # the longest a cache load waits for callers' requests before a slice
 
 
 def _rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,14 +55,14 @@ class _CubeIndex:
     inverse_norms: np.ndarray | None = None
 
     @classmethod
-    def of(cls, records: Sequence[VectorRecord]) -> _CubeIndex:
-        """An index with its matrix built (off the event loop: this converts every vector)."""
-        unique = {r.id: r for r in records}  # an id read twice: its last record
-        index = cls(records={i: replace(r, vector=()) for i, r in unique.items()})
-        index.ids = list(unique)
+    def of(cls, rows: CubeRows) -> _CubeIndex:
+        """An index of a cube's rows as read (an id read twice: its last record)."""
+        last = {r.id: k for k, r in enumerate(rows.records)}
+        index = cls(records={i: replace(rows.records[k], vector=()) for i, k in last.items()})
+        index.ids = list(last)
         if index.ids:
-            vectors = np.asarray([r.vector for r in unique.values()], dtype=np.float32)
-            index._stacked(vectors.reshape(len(index.ids), -1))
+            same = len(last) == len(rows.records)
+            index._stacked(rows.vectors if same else rows.vectors[list(last.values())])
         return index
 
     def __len__(self) -> int:
@@ -107,6 +112,10 @@ class CachedVectorStore:
         self._loading: dict[str, asyncio.Task[None]] = {}
         # per cube loading now, its writes since the load began: a load racing a write retries
         self._writes: dict[str, int] = {}
+        self._one_load = asyncio.Lock()
+        self._calls = 0  # callers' requests to the inner store in flight (loads aside)
+        self._quiet = asyncio.Event()  # set while none is
+        self._quiet.set()
 
     @property
     def dim(self) -> int:
@@ -125,8 +134,10 @@ class CachedVectorStore:
     def _cached(self, cube_id: str) -> _CubeIndex | None:
         """The cube's index if loaded; otherwise start loading it in the background.
 
-        A miss never waits for the load (a large cube takes a second or more to read from
-        Milvus Lite): callers use the inner store meanwhile.
+        A miss never waits for the load (1,200 vectors take ~300 ms to read from Milvus
+        Lite): callers use the inner store meanwhile, and go first: the load reads the
+        cube in slices (``all_rows``) and before each waits until no caller's request is
+        in flight (at most ``LOAD_YIELD_S``, so a busy store still loads).
         """
         index = self._cubes.get(cube_id)
         if index is not None:
@@ -140,14 +151,30 @@ class CachedVectorStore:
         try:
             for _ in range(5):
                 before = self._writes.get(cube_id, 0)
-                records = await self.inner.all_records(cube_id)
-                index = await asyncio.to_thread(_CubeIndex.of, records)
+                async with self._one_load:  # Lite answers one request at a time: no queue
+                    rows = await self.inner.all_rows(cube_id, self._after_callers)
+                index = _CubeIndex.of(rows)
                 if self._writes.get(cube_id, 0) == before:  # no write raced the read
                     self._cubes.put(cube_id, index)
                     return
         finally:
             self._loading.pop(cube_id, None)
             self._writes.pop(cube_id, None)
+
+    async def _after_callers(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), LOAD_YIELD_S)
+
+    async def _through(self, call: Awaitable[T]) -> T:
+        """A caller's request to the inner store: loads wait while it is in flight."""
+        self._calls += 1
+        self._quiet.clear()
+        try:
+            return await call
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                self._quiet.set()
 
     def loaded(self, cube_id: str) -> bool:
         """Whether the cube's vectors are held in memory now."""
@@ -173,7 +200,7 @@ class CachedVectorStore:
         return self._cubes.peek(cube_id)
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
-        await self.inner.upsert(records)
+        await self._through(self.inner.upsert(records))
         touched: set[str] = set()
         for record in records:
             if (index := self._wrote(record.cube_id)) is not None:
@@ -184,7 +211,7 @@ class CachedVectorStore:
             self._cubes.reweigh(cube_id)
 
     async def delete(self, cube_id: str, ids: Sequence[str]) -> None:
-        await self.inner.delete(cube_id, ids)
+        await self._through(self.inner.delete(cube_id, ids))
         if (index := self._wrote(cube_id)) is not None:
             for node_id in ids:
                 index.drop(node_id)
@@ -192,24 +219,32 @@ class CachedVectorStore:
 
     async def get(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.get(cube_id, ids)
+            return await self._through(self.inner.get(cube_id, ids))
         return [index.record(i) for i in dict.fromkeys(ids) if i in index.records]
 
     async def all_records(self, cube_id: str) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.all_records(cube_id)
+            return await self._through(self.inner.all_records(cube_id))
         return [index.record(i) for i in index.records]
+
+    async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
+        if (index := await self._lookup(cube_id)) is None:
+            return await self._through(self.inner.all_rows(cube_id, between))
+        ids, matrix, _ = index.rows()
+        if not ids:
+            return CubeRows([], np.empty((0, self.dim), np.float32))
+        return CubeRows([index.records[i] for i in ids], matrix.copy())
 
     async def list_ids(self, cube_id: str) -> list[str]:
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.list_ids(cube_id)
+            return await self._through(self.inner.list_ids(cube_id))
         return sorted(index.records)
 
     async def count(self, cube_id: str | None = None) -> int:
         if cube_id is None:
-            return await self.inner.count(None)
+            return await self._through(self.inner.count(None))
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.count(cube_id)
+            return await self._through(self.inner.count(cube_id))
         return len(index.records)
 
     async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
@@ -221,7 +256,7 @@ class CachedVectorStore:
         if query.top_k <= 0 or (query.memory_types is not None and not query.memory_types):
             return []
         if (index := await self._lookup(cube_id)) is None:
-            return await self.inner.search(cube_id, query)
+            return await self._through(self.inner.search(cube_id, query))
         ids, matrix, inverse_norms = index.rows()
         if not ids:
             return []
@@ -236,14 +271,14 @@ class CachedVectorStore:
         return hits
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> None:
-        await self.inner.set_status(cube_id, ids, status)
+        await self._through(self.inner.set_status(cube_id, ids, status))
         if (index := self._wrote(cube_id)) is not None:
             for node_id in ids:
                 if (record := index.records.get(node_id)) is not None:
                     index.records[node_id] = replace(record, status=status)
 
     async def clear_cube(self, cube_id: str) -> int:
-        removed = await self.inner.clear_cube(cube_id)
+        removed = await self._through(self.inner.clear_cube(cube_id))
         self._wrote(cube_id)
         self._cubes.pop(cube_id)
         return removed

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from memstream.sinks.ports import StoreError, VectorHit, VectorQuery, VectorRecord
+from memstream.sinks.ports import CubeRows, Pause, StoreError, VectorHit, VectorQuery, VectorRecord
 from memstream.sinks.vector.expr import query_vector, record_answers, search_expression, to_micros
 from memstream.topics.models import Status
 
@@ -121,6 +121,14 @@ class InMemoryVectorStore:
 
     async def all_records(self, cube_id: str) -> list[VectorRecord]:
         return list(self._cube(cube_id).values())
+
+    async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
+        if between is not None:
+            await between()
+        records = list(self._cube(cube_id).values())
+        vectors = np.asarray([r.vector for r in records], dtype=np.float32)
+        return CubeRows([replace(r, vector=()) for r in records],
+                        vectors.reshape(len(records), self._dim))
 
     async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Exact top-k by cosine similarity (higher is closer), ties broken by id."""

@@ -8,12 +8,13 @@ lists (which it pastes into expressions unescaped) never carry user text.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
-from memstream.sinks.ports import StoreError, VectorRecord
+from memstream.sinks.ports import CubeRows, StoreError, VectorRecord
 from memstream.sinks.vector.expr import to_micros
 
 IndexType = Literal["FLAT", "AUTOINDEX", "HNSW", "IVF_FLAT"]
@@ -129,3 +130,15 @@ def from_row(row: dict[str, Any]) -> VectorRecord:
         type=row["type"],
         updated_at=row["updated_at"],
     )
+
+
+def split_rows(page: Iterable[dict[str, Any]], dim: int) -> CubeRows:
+    """Rows read with ``strict_float32`` (each vector a float32 array) as records without
+    their vectors and one matrix of the vectors, in the same order. pymilvus makes each
+    row a dict only when it is read: call this off the event loop."""
+    rows = list(page)
+    vectors = [row.pop("vector") for row in rows]
+    if not vectors:
+        return CubeRows([], np.empty((0, dim), np.float32))
+    matrix = np.stack(vectors).astype(np.float32, copy=False)
+    return CubeRows([from_row(row) for row in rows], matrix)

@@ -393,6 +393,32 @@ async def test_all_records_returns_one_cube_whole(vector_store: VectorStore) -> 
     assert await vector_store.all_records("cube-none") == []
 
 
+async def test_all_rows_reads_every_record_once_with_its_vector(vector_store: VectorStore) -> None:
+    """A cube read whole as records and one matrix (the cache's load): 600 records span
+    several slices of a Milvus read, and each comes once, its row the vector it was given."""
+    mine = [rec(f"a{i}", vector=vec(i), key=f"key {i}") for i in range(600)]
+    await vector_store.upsert([*mine, rec("b1", cube="cube-b", vector=vec(99))])
+    pauses = 0
+
+    async def between() -> None:
+        nonlocal pauses
+        pauses += 1
+
+    rows = await vector_store.all_rows("cube-a", between)
+    if isinstance(vector_store, MilvusVectorStore):  # the caller may let others go between
+        assert pauses >= 2  # slices
+    elif not isinstance(vector_store, CachedVectorStore):  # held in memory: no read to pause
+        assert pauses == 1
+    assert len(rows.records) == 600
+    assert sorted(r.id for r in rows.records) == sorted(r.id for r in mine)
+    assert rows.vectors.shape == (600, CONTRACT_DIM) and rows.vectors.dtype == np.float32
+    for record, row in zip(rows.records, rows.vectors, strict=True):
+        assert record.key == f"key {record.id[1:]}" and len(record.vector) == 0
+        np.testing.assert_allclose(row, np.float32(vec(int(record.id[1:]))), rtol=0, atol=0)
+    empty = await vector_store.all_rows("cube-none")
+    assert empty.records == [] and empty.vectors.shape == (0, CONTRACT_DIM)
+
+
 async def test_the_cache_never_makes_a_search_wait_for_a_cold_cube(
     milvus_lite_uri: str, vector_collection: str
 ) -> None:

@@ -5,10 +5,12 @@ in-memory double (it passes the same contract suite as Milvus)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
-from memstream.sinks.ports import VectorHit, VectorQuery, VectorRecord
-from memstream.sinks.vector.cache import CachedVectorStore
+from memstream.sinks.ports import CubeRows, Pause, VectorHit, VectorQuery, VectorRecord
+from memstream.sinks.vector.cache import LOAD_YIELD_S, CachedVectorStore
 from memstream.sinks.vector.memory import InMemoryVectorStore
 
 DIM = 8
@@ -116,3 +118,50 @@ async def test_the_least_recently_used_cube_goes_first() -> None:
     await cache.search("cube0", VectorQuery(vec(1), 2))  # cube0 used last: cube1 is oldest
     await cache.warm("cube3")
     assert [cache.loaded(f"cube{c}") for c in range(4)] == [True, False, True, True]
+
+
+class HeldSearches(InMemoryVectorStore):
+    """The in-memory store whose searches wait until ``go`` is set, noting when reads happen."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.go = asyncio.Event()
+        self.seen: list[str] = []
+
+    async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
+        self.seen.append(f"search {cube_id}")
+        await self.go.wait()
+        self.seen.append(f"answer {cube_id}")
+        return await super().search(cube_id, query)
+
+    async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
+        rows = await super().all_rows(cube_id, between)
+        self.seen.append(f"load {cube_id}")
+        return rows
+
+
+async def test_a_cube_loading_behind_lets_a_search_in_flight_go_first() -> None:
+    """Milvus Lite answers one request at a time: a load that read while a search waited
+    would hold that search for the whole read (1,200 vectors: ~300 ms)."""
+    inner = HeldSearches()
+    await inner.upsert(records("cube0", 20))
+    cache = CachedVectorStore(inner)
+    search = asyncio.create_task(cache.search("cube0", VectorQuery(vec(3), 5)))  # a miss
+    await asyncio.sleep(LOAD_YIELD_S / 5)
+    assert inner.seen == ["search cube0"] and not cache.loaded("cube0")
+    inner.go.set()
+    assert (await search)[0].id == "cube0-n3"
+    await cache.warm("cube0")
+    assert inner.seen == ["search cube0", "answer cube0", "load cube0"]
+    assert cache.loaded("cube0")
+
+
+async def test_a_store_never_quiet_still_gets_its_cubes_loaded() -> None:
+    inner = HeldSearches()
+    await inner.upsert(records("cube0", 20))
+    cache = CachedVectorStore(inner)
+    search = asyncio.create_task(cache.search("cube0", VectorQuery(vec(3), 5)))
+    await asyncio.wait_for(cache.warm("cube0"), LOAD_YIELD_S * 20)  # the search still held
+    assert inner.seen == ["search cube0", "load cube0"] and cache.loaded("cube0")
+    inner.go.set()
+    assert (await search)[0].id == "cube0-n3"
