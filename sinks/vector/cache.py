@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TypeVar
 
 import numpy as np
@@ -87,6 +88,24 @@ class _CubeIndex:
             self.row.pop(node_id, None)
             self.matrix = None
 
+    def put_all(self, rows: Sequence[tuple[VectorRecord, np.ndarray]]) -> None:
+        for record, stored in rows:
+            self.put(record, stored)
+
+    def drop_all(self, ids: Sequence[str]) -> None:
+        for node_id in ids:
+            self.drop(node_id)
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.row.clear()
+        self.matrix = None
+
+    def mark(self, ids: Sequence[str], status: Status) -> None:
+        for node_id in ids:
+            if (record := self.records.get(node_id)) is not None:
+                self.records[node_id] = replace(record, status=status)
+
     def rows(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, their rows and the inverse of each row's norm."""
         if self.matrix is None:
@@ -110,8 +129,8 @@ class CachedVectorStore:
         self.wait_for_load = wait_for_load  # a miss waits for the load instead of falling back
         self._cubes: LRU[str, _CubeIndex] = LRU(max_cubes, max_weight=max_vectors, weigh=len)
         self._loading: dict[str, asyncio.Task[None]] = {}
-        # per cube loading now, its writes since the load began: a load racing a write retries
-        self._writes: dict[str, int] = {}
+        # per cube loading now, its writes since the load began, to apply to what it read
+        self._pending: dict[str, list[Callable[[_CubeIndex], None]]] = {}
         self._one_load = asyncio.Lock()
         self._calls = 0  # callers' requests to the inner store in flight (loads aside)
         self._quiet = asyncio.Event()  # set while none is
@@ -143,23 +162,24 @@ class CachedVectorStore:
         if index is not None:
             return index
         if cube_id not in self._loading:
-            self._writes[cube_id] = 0
+            self._pending[cube_id] = []
             self._loading[cube_id] = asyncio.create_task(self._load(cube_id))
         return None
 
     async def _load(self, cube_id: str) -> None:
+        """Read the cube, then apply to what was read every write made since the load
+        began, in order: a slice read before a write misses it, one read after holds it
+        already, and each write leaves the same index applied once or twice."""
         try:
-            for _ in range(5):
-                before = self._writes.get(cube_id, 0)
-                async with self._one_load:  # Lite answers one request at a time: no queue
-                    rows = await self.inner.all_rows(cube_id, self._after_callers)
-                index = _CubeIndex.of(rows)
-                if self._writes.get(cube_id, 0) == before:  # no write raced the read
-                    self._cubes.put(cube_id, index)
-                    return
+            async with self._one_load:  # Lite answers one request at a time: no queue
+                rows = await self.inner.all_rows(cube_id, self._after_callers)
+            index = _CubeIndex.of(rows)
+            for write in self._pending[cube_id]:
+                write(index)
+            self._cubes.put(cube_id, index)
         finally:
             self._loading.pop(cube_id, None)
-            self._writes.pop(cube_id, None)
+            self._pending.pop(cube_id, None)
 
     async def _after_callers(self) -> None:
         with contextlib.suppress(TimeoutError):
@@ -194,28 +214,28 @@ class CachedVectorStore:
     async def _lookup(self, cube_id: str) -> _CubeIndex | None:
         return await self.warm(cube_id) if self.wait_for_load else self._cached(cube_id)
 
-    def _wrote(self, cube_id: str) -> _CubeIndex | None:
-        if cube_id in self._writes:
-            self._writes[cube_id] += 1
-        return self._cubes.peek(cube_id)
+    def _wrote(self, cube_id: str, write: Callable[[_CubeIndex], None]) -> None:
+        """A write the inner store made, applied to the cube's index if held (or kept for
+        the load under way)."""
+        if (pending := self._pending.get(cube_id)) is not None:
+            pending.append(write)
+        if (index := self._cubes.peek(cube_id)) is not None:
+            write(index)
+            self._cubes.reweigh(cube_id)
 
     async def upsert(self, records: Sequence[VectorRecord]) -> None:
         await self._through(self.inner.upsert(records))
-        touched: set[str] = set()
+        by_cube: dict[str, list[VectorRecord]] = {}
         for record in records:
-            if (index := self._wrote(record.cube_id)) is not None:
-                # stored as float32, like the inner store does
-                index.put(record, np.asarray(record.vector, dtype=np.float32))
-                touched.add(record.cube_id)
-        for cube_id in touched:
-            self._cubes.reweigh(cube_id)
+            by_cube.setdefault(record.cube_id, []).append(record)
+        for cube_id, mine in by_cube.items():
+            # stored as float32, like the inner store does
+            rows = [(r, np.asarray(r.vector, dtype=np.float32)) for r in mine]
+            self._wrote(cube_id, partial(_CubeIndex.put_all, rows=rows))
 
     async def delete(self, cube_id: str, ids: Sequence[str]) -> None:
         await self._through(self.inner.delete(cube_id, ids))
-        if (index := self._wrote(cube_id)) is not None:
-            for node_id in ids:
-                index.drop(node_id)
-            self._cubes.reweigh(cube_id)
+        self._wrote(cube_id, partial(_CubeIndex.drop_all, ids=list(ids)))
 
     async def get(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
@@ -272,13 +292,10 @@ class CachedVectorStore:
 
     async def set_status(self, cube_id: str, ids: Sequence[str], status: Status) -> None:
         await self._through(self.inner.set_status(cube_id, ids, status))
-        if (index := self._wrote(cube_id)) is not None:
-            for node_id in ids:
-                if (record := index.records.get(node_id)) is not None:
-                    index.records[node_id] = replace(record, status=status)
+        self._wrote(cube_id, partial(_CubeIndex.mark, ids=list(ids), status=status))
 
     async def clear_cube(self, cube_id: str) -> int:
         removed = await self._through(self.inner.clear_cube(cube_id))
-        self._wrote(cube_id)
+        self._wrote(cube_id, _CubeIndex.clear)
         self._cubes.pop(cube_id)
         return removed

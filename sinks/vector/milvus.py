@@ -64,7 +64,7 @@ log = logging.getLogger("memstream.milvus")
 _PAGE = 10_000  # rows per query page (Milvus caps offset + limit at 16,384)
 _KEYS = 16**4  # a primary key's first four hex digits, the unit all_rows slices by
 _SLICE_ROWS = 128  # rows per slice of a cube read whole: ~30 ms of Milvus Lite
-_MAX_SLICES = 4096
+_MAX_SLICES = 16  # a big cube: bigger slices, since each one scans its partition
 LITE_CONNECT_ATTEMPTS = 3  # opening a Lite file: tries before the error
 _LITE_LOCK = threading.Lock()
 _LITE_USERS: dict[str, int] = {}
@@ -210,6 +210,8 @@ class MilvusVectorStore:
                 await self._call("create_index", self._collection, index, sync=False)
             await self._call("load_collection", self._collection)
             if self._partitioning == "cube":
+                await self._check_default_partition()
+            if self._partitioning == "cube":
                 self._partitions = set(await self._call("list_partitions", self._collection))
             self._ready = True
 
@@ -253,16 +255,28 @@ class MilvusVectorStore:
             self._partitioning = "key"
         elif self._partitioning == "key":
             self._partitioning = "none"
-        elif self._partitioning == "cube":
-            rows = await self._call(
-                "query",
-                self._collection,
-                filter="",
-                output_fields=["count(*)"],
-                partition_names=["_default"],
-            )
-            if rows and int(rows[0]["count(*)"]) > 0:
-                self._partitioning = "none"
+
+    async def _check_default_partition(self) -> None:
+        """Cubes each in a partition, unless rows already sit in the default one (an older
+        layout): then every cube is read there too, with a warning."""
+        # One row read, not count(*): Milvus Lite 3.2 counts the whole collection whatever
+        # partition it is asked about, so every restart once gave up partitions and put
+        # each new cube in the default one, where every read scans every cube there.
+        rows = await self._call(
+            "query",
+            self._collection,
+            filter="",
+            output_fields=["pk"],
+            limit=1,
+            partition_names=["_default"],
+        )
+        if rows:
+            self._partitioning = "none"
+            log.warning(
+                "collection %s keeps rows in its default partition: cubes share it, and "
+                "each read of a cube scans all of them (slower as cubes are added); to "
+                "lay cubes out one partition each, set a new vector.collection and load "
+                "the cubes' dumps into it (memstream dump, then load)", self._collection)
 
     async def close(self) -> None:
         if self._flushing is not None:

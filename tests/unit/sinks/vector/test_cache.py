@@ -6,6 +6,7 @@ in-memory double (it passes the same contract suite as Milvus)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import numpy as np
 
@@ -54,7 +55,7 @@ async def test_it_never_holds_more_cubes_or_vectors_than_its_bounds() -> None:
     # writes to cubes it does not hold leave nothing behind
     for c in range(40, 400):
         await by_vectors.upsert(records(f"cube{c}", 1))
-    assert by_vectors.held == (3, 30) and by_vectors._writes == {}
+    assert by_vectors.held == (3, 30) and by_vectors._pending == {}
 
 
 async def test_writes_to_a_held_cube_count_against_the_bound() -> None:
@@ -165,3 +166,43 @@ async def test_a_store_never_quiet_still_gets_its_cubes_loaded() -> None:
     assert inner.seen == ["search cube0", "load cube0"] and cache.loaded("cube0")
     inner.go.set()
     assert (await search)[0].id == "cube0-n3"
+
+
+class WritesDuringReads(InMemoryVectorStore):
+    """The in-memory store that, while a cube is read whole, lets ``during_read`` write."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.reads = 0
+        self.during_read: Callable[[], Awaitable[None]] | None = None
+
+    async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
+        self.reads += 1
+        rows = await super().all_rows(cube_id, between)
+        if self.during_read is not None:
+            await self.during_read()
+        return rows
+
+
+async def test_a_cube_written_while_it_loads_is_loaded_with_those_writes() -> None:
+    """A busy cube is written during every read of it: the load keeps what it read and
+    applies the writes made meanwhile, instead of reading again (and giving up)."""
+    inner = WritesDuringReads()
+    await inner.upsert(records("cube0", 10))
+    cache = CachedVectorStore(inner)
+    late = VectorRecord(id="late", cube_id="cube0", user_id="u", memory_type="LongTermMemory",
+                        status="activated", vector=vec(777))
+
+    async def writes() -> None:
+        await cache.upsert([late])
+        await cache.delete("cube0", ["cube0-n0"])
+        await cache.set_status("cube0", ["cube0-n1"], "archived")
+
+    inner.during_read = writes
+    assert await cache.warm("cube0") is not None and inner.reads == 1
+    inner.during_read = None
+    hits = await cache.search("cube0", VectorQuery(vec(777), 20))
+    assert hits[0].id == "late"
+    assert {h.id for h in hits} == {"late"} | {f"cube0-n{i}" for i in range(2, 10)}
+    assert [r.status for r in await cache.get("cube0", ["cube0-n1"])] == ["archived"]
+    assert await cache.count("cube0") == 10 and inner.reads == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymilvus import MilvusClient
 
 from memstream.sinks.freshness import relaxed_reads
 from memstream.sinks.ports import StoreUnavailable, VectorQuery, VectorRecord
@@ -84,3 +85,32 @@ async def test_milvus_lite_never_gets_a_consistency_level(tmp_path: Path) -> Non
     with relaxed_reads():
         await some_reads(store)
     assert levels(client) == {"search": None, "get": None, "query": None, "upsert": None}
+
+
+def record(node_id: str, cube: str) -> VectorRecord:
+    return VectorRecord(id=node_id, cube_id=cube, user_id=cube, memory_type="LongTermMemory",
+                        status="activated", vector=[1.0, 0.0, 0.0, 0.0])
+
+
+async def test_milvus_lite_gives_each_cube_its_own_partition_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Milvus Lite 3.2 counts the whole collection for ``count(*)`` of one partition: read
+    as "rows in the default partition", it once made every restart put each new cube in
+    the default partition, where every read of a cube scans all the cubes there."""
+    uri = str(tmp_path / "v.db")
+    first = MilvusVectorStore(uri, "c", dim=4)
+    await first.upsert([record("a", "cube-a")])
+    await first.close()
+    again = MilvusVectorStore(uri, "c", dim=4)
+    await again.upsert([record("b", "cube-b")])
+    assert [h.id for h in await again.search("cube-b", VectorQuery([1.0, 0, 0, 0], 5))] == ["b"]
+    await again.close()
+    raw = MilvusClient(uri)
+    try:
+        raw.load_collection("c")
+        assert {partition_name("cube-a"), partition_name("cube-b")} <= set(raw.list_partitions("c"))
+        assert raw.query("c", filter="", output_fields=["pk"], limit=5,
+                         partition_names=["_default"]) == []
+    finally:
+        raw.close()
