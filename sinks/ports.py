@@ -304,6 +304,18 @@ class CubeRows:
     records: list[VectorRecord]
     vectors: np.ndarray  # (len(records), dim), float32
 
+    @classmethod
+    def empty(cls, dim: int) -> CubeRows:
+        return cls([], np.empty((0, dim), np.float32))
+
+    @classmethod
+    def joined(cls, parts: Sequence[CubeRows]) -> CubeRows:
+        """Parts read one after another, as one (``parts`` not empty)."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls([r for p in parts for r in p.records],
+                   np.concatenate([p.vectors for p in parts]))
+
 
 @dataclass(frozen=True, slots=True)
 class VectorHit:

@@ -88,9 +88,9 @@ class _CubeIndex:
             self.row.pop(node_id, None)
             self.matrix = None
 
-    def put_all(self, rows: Sequence[tuple[VectorRecord, np.ndarray]]) -> None:
-        for record, stored in rows:
-            self.put(record, stored)
+    def put_all(self, records: Sequence[VectorRecord]) -> None:
+        for record in records:  # stored as float32, like the inner store does
+            self.put(record, np.asarray(record.vector, dtype=np.float32))
 
     def drop_all(self, ids: Sequence[str]) -> None:
         for node_id in ids:
@@ -229,9 +229,7 @@ class CachedVectorStore:
         for record in records:
             by_cube.setdefault(record.cube_id, []).append(record)
         for cube_id, mine in by_cube.items():
-            # stored as float32, like the inner store does
-            rows = [(r, np.asarray(r.vector, dtype=np.float32)) for r in mine]
-            self._wrote(cube_id, partial(_CubeIndex.put_all, rows=rows))
+            self._wrote(cube_id, partial(_CubeIndex.put_all, records=mine))
 
     async def delete(self, cube_id: str, ids: Sequence[str]) -> None:
         await self._through(self.inner.delete(cube_id, ids))
@@ -252,7 +250,7 @@ class CachedVectorStore:
             return await self._through(self.inner.all_rows(cube_id, between))
         ids, matrix, _ = index.rows()
         if not ids:
-            return CubeRows([], np.empty((0, self.dim), np.float32))
+            return CubeRows.empty(self.dim)
         return CubeRows([index.records[i] for i in ids], matrix.copy())
 
     async def list_ids(self, cube_id: str) -> list[str]:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import grpc
-import numpy as np
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -210,9 +209,7 @@ class MilvusVectorStore:
                 await self._call("create_index", self._collection, index, sync=False)
             await self._call("load_collection", self._collection)
             if self._partitioning == "cube":
-                await self._check_default_partition()
-            if self._partitioning == "cube":
-                self._partitions = set(await self._call("list_partitions", self._collection))
+                await self._adopt_partitions()
             self._ready = True
 
     async def _adapt_to_server(self) -> None:
@@ -256,8 +253,8 @@ class MilvusVectorStore:
         elif self._partitioning == "key":
             self._partitioning = "none"
 
-    async def _check_default_partition(self) -> None:
-        """Cubes each in a partition, unless rows already sit in the default one (an older
+    async def _adopt_partitions(self) -> None:
+        """The cubes' partitions, unless rows already sit in the default one (an older
         layout): then every cube is read there too, with a warning."""
         # One row read, not count(*): Milvus Lite 3.2 counts the whole collection whatever
         # partition it is asked about, so every restart once gave up partitions and put
@@ -277,6 +274,8 @@ class MilvusVectorStore:
                 "each read of a cube scans all of them (slower as cubes are added); to "
                 "lay cubes out one partition each, set a new vector.collection and load "
                 "the cubes' dumps into it (memstream dump, then load)", self._collection)
+            return
+        self._partitions = set(await self._call("list_partitions", self._collection))
 
     async def close(self) -> None:
         if self._flushing is not None:
@@ -441,16 +440,14 @@ class MilvusVectorStore:
         float."""
         part = await self._partition(cube_id, create=False)
         if part is None:
-            return CubeRows([], np.empty((0, self._dim), np.float32))
+            return CubeRows.empty(self._dim)
         first = await self._slice(cube_id, part, 0, _KEYS // 64, between)
         estimate = len(first.records) * 64
         count = max(1, min(_MAX_SLICES, -(-estimate // _SLICE_ROWS)))
         start = _KEYS // 64
         edges = [start + (_KEYS - start) * i // count for i in range(count)] + [_KEYS]
-        pages = [first] + [await self._slice(cube_id, part, lo, hi, between)
-                           for lo, hi in itertools.pairwise(edges)]
-        return CubeRows([r for p in pages for r in p.records],
-                        np.concatenate([p.vectors for p in pages]))
+        return CubeRows.joined([first] + [await self._slice(cube_id, part, lo, hi, between)
+                                          for lo, hi in itertools.pairwise(edges)])
 
     async def _slice(self, cube_id: str, part: str, lo: int, hi: int,
                      between: Pause | None) -> CubeRows:
@@ -461,7 +458,7 @@ class MilvusVectorStore:
             expr.clauses.append(f"pk < {expr.param(f'{hi:04x}')}")
         pages: list[CubeRows] = []
         read = 0
-        while True:
+        while True:  # a slice of more than _PAGE rows: a huge cube, pages of it
             if between is not None:
                 await between()
             rows = await self._call(
@@ -471,11 +468,7 @@ class MilvusVectorStore:
             read += len(rows)
             pages.append(await asyncio.to_thread(split_rows, rows, self._dim))
             if len(rows) < _PAGE:
-                break
-        if len(pages) == 1:
-            return pages[0]
-        return CubeRows([r for p in pages for r in p.records],
-                        np.concatenate([p.vectors for p in pages]))
+                return CubeRows.joined(pages)
 
     async def list_ids(self, cube_id: str) -> list[str]:
         """Every node id with a vector in the cube, sorted (repair and dump walk these)."""

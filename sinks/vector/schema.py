@@ -139,6 +139,6 @@ def split_rows(page: Iterable[dict[str, Any]], dim: int) -> CubeRows:
     rows = list(page)
     vectors = [row.pop("vector") for row in rows]
     if not vectors:
-        return CubeRows([], np.empty((0, dim), np.float32))
+        return CubeRows.empty(dim)
     matrix = np.stack(vectors).astype(np.float32, copy=False)
     return CubeRows([from_row(row) for row in rows], matrix)
