@@ -44,30 +44,30 @@ log = logging.getLogger("memstream.app")
 FAUST_STALL_CHECK_OFF_S = 10 * 365 * 24 * 3600.0  # longer than any worker runs
 
 
-def _tolerate_unpositioned_partitions() -> None:
-    """faust's livelock detector reads each partition's position, which aiokafka asserts is
-    set; right after a rejoin (the broker restarted) it is not yet, the assertion fails and
-    faust's consumer service crashes: the worker lives on but never consumes again. Such a
-    partition has nothing to verify yet, so skip it until it has a position."""
-    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+def _no_faust_livelock_check() -> None:
+    """faust's livelock detector wakes every 2.5 commit intervals and visits each assigned
+    partition with a yield to the event loop in between, so a loop kept busy (the embedder's
+    batches, a cube's load) made one visit of a hundred partitions outlast its interval, and
+    mode logged "Timer livelock is overlapping" at WARNING every few seconds on a worker that
+    was making progress. Every report it could make is off (its timeouts are set beyond any
+    run; ``streams.runtime.stalls`` reports stalls), and the one it still made, an assertion
+    on a partition with no position right after a rejoin, crashed faust's consumer service:
+    the check does nothing here."""
+    from faust.transport.consumer import Consumer
 
-    original = AIOKafkaConsumerThread.verify_event_path
-    if getattr(original, "_memstream_tolerant", False):
+    if getattr(Consumer.verify_all_partitions_active, "_memstream_off", False):
         return
 
-    def verify_event_path(self: AIOKafkaConsumerThread, now: float, tp: Any) -> None:
-        try:
-            original(self, now, tp)
-        except AssertionError:
-            log.debug("%s has no position yet (rejoining); not verified this round", tp)
+    async def verify_all_partitions_active(self: Consumer) -> None:
+        return None
 
-    verify_event_path._memstream_tolerant = True  # type: ignore[attr-defined]
-    AIOKafkaConsumerThread.verify_event_path = verify_event_path  # type: ignore[method-assign]
+    verify_all_partitions_active._memstream_off = True  # type: ignore[attr-defined]
+    Consumer.verify_all_partitions_active = verify_all_partitions_active  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings, bootstrap: str) -> tuple[faust.App, BoundTopics]:
     """A faust app for one worker, with every registry topic bound (never auto-created)."""
-    _tolerate_unpositioned_partitions()
+    _no_faust_livelock_check()
     commit_only_in_a_settled_group()
     refused_commits_are_retried()
     commits_need_every_offset()
