@@ -285,10 +285,16 @@ class FalkorDBServer:
             # machine crash can lose what the OS had not flushed yet (up to ~30 s).
             "--appendfsync", "no",
             "--dbfilename", "falkordb.rdb",
-            "--save", "300 1 60 1000",
-            # SIGTERM always ends the server: by default redis stays up when its final save
-            # fails (say the data dir is gone), which would orphan a server whose parent died.
-            "--shutdown-on-sigterm", "force",
+            # No periodic snapshot: each one writes the whole graph (a forked child of ~20 s
+            # at 100,000 turns of history, every minute under writes, on a core the worker
+            # needs), and the AOF already keeps every write; redis rewrites it when it has
+            # doubled, a cost that follows the writes instead of the history. The snapshot
+            # is written at a clean stop (SIGTERM: "save") and by an erasure (BGSAVE).
+            "--save", "",
+            # SIGTERM always ends the server ("force"): by default redis stays up when its
+            # final save fails (say the data dir is gone), which would orphan a server
+            # whose parent died.
+            "--shutdown-on-sigterm", "save force",
             "--loadmodule", module,
             # Every write is logged as its effects: a log mixing queries and effects does
             # not replay (falkordb_aof explains why).
