@@ -335,16 +335,21 @@ def redirect_edges(type_: str, outgoing: bool) -> str:
     """Move one type of edge from ``$ids`` onto ``$id`` in one statement.
 
     Edges whose other end is ``$id`` or another merged node would become self-loops, so
-    they are left where they are.
+    they are left where they are. The listed nodes are found first (``WITH n``): in one
+    pattern, FalkorDB starts an incoming edge at its far end and reads every memory of every
+    cube to find them (320-440 ms a statement at 100,000 turns of history).
     """
     t = edge_type(type_)
     if outgoing:
-        match_old, merge_new = f"(n:Memory)-[r:{t}]->(other:Memory)", f"(dest)-[copy:{t}]->(other)"
+        match_old, merge_new = f"(n)-[r:{t}]->(other:Memory)", f"(dest)-[copy:{t}]->(other)"
     else:
-        match_old, merge_new = f"(n:Memory)<-[r:{t}]-(other:Memory)", f"(other)-[copy:{t}]->(dest)"
+        match_old, merge_new = f"(n)<-[r:{t}]-(other:Memory)", f"(other)-[copy:{t}]->(dest)"
     return f"""
+MATCH (n:Memory)
+WHERE {ANY_OF}
+WITH n
 MATCH {match_old}
-WHERE {ANY_OF} AND other.cube_id = $cube_id AND NOT other.id IN $ids AND other.id <> $id
+WHERE other.cube_id = $cube_id AND NOT other.id IN $ids AND other.id <> $id
 MATCH (dest:Memory {{{AT_NODE}}})
 MERGE {merge_new}
 SET copy.weight = r.weight, copy.reason = r.reason

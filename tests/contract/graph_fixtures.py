@@ -1,6 +1,10 @@
 """GraphStore fixtures: one contract suite over every adapter, on real FalkorDB servers.
 
-- ``falkordb``: the native client against a FalkorDB started for the session.
+- ``falkordb``: the native client against a FalkorDB started for the session. Every query
+  it sends is first explained: one whose plan reads a whole label (every node of it, then a
+  filter) fails the test that sent it, unless it reads the whole graph on purpose
+  (``WHOLE_LABEL``). Such a query costs every node of the history: one that moved a merged
+  memory's incoming edges took 320-440 ms at 100,000 turns, four of them per merge.
 - ``neo4j-bolt``: the Neo4j adapter (official driver) against FalkorDB's Bolt endpoint,
   on a second server of its own (that endpoint can crash the process).
   Bolt speaks FalkorDB's Cypher, so the adapter runs with the FalkorDB dialect (index
@@ -16,8 +20,9 @@ Async fixtures and tests of the graph suite run on the session event loop.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -30,6 +35,14 @@ from memstream.sinks.graph.neo4j import Neo4jGraphStore
 from memstream.sinks.ports import GraphStore
 
 GRAPH_BACKENDS = ("falkordb", "neo4j-bolt", "memory")
+SCANS = ("Node By Label Scan", "All Node Scan")
+# Queries that read a whole label on purpose (a fragment of each), and why.
+WHOLE_LABEL: dict[str, str] = {
+    "RETURN DISTINCT n.cube_id AS cube_id": "list_cubes: every cube of the graph (erase, admin)",
+    "max(n.updated_at) AS last": "recent_cubes: the worker's start warms the newest cubes",
+    "MATCH (a:LLMAnswer {cube_id: $cube_id})\nDELETE a": "an erasure drops the cube's answers",
+    "MATCH (x:LogRef) WHERE x.node_id STARTS WITH": "an id prefix typed in the CLI, any cube",
+}
 BOLT_BATCH = 3  # rows per UNWIND over Bolt: ~600 B each, far below the 4 KB buffer
 
 
@@ -63,6 +76,17 @@ async def falkordb_graph_store(
 ) -> AsyncIterator[FalkorDBGraphStore]:
     store = FalkorDBGraphStore(graph_falkordb_server.uri, f"contract_{uuid.uuid4().hex[:8]}")
     await store.ensure_schema()
+    send, explained = store._send, set[str]()
+
+    async def explained_first(query: str, params: Mapping[str, object], read_only: bool) -> Any:
+        if query not in explained and not any(f in query for f in WHOLE_LABEL):
+            plan = str(await store._graph.explain(query, dict(params)))
+            scans = [line.strip() for line in plan.splitlines() if line.strip().startswith(SCANS)]
+            assert not scans, f"this query reads a whole label ({scans}):\n{query}\n{plan}"
+            explained.add(query)
+        return await send(query, params, read_only)
+
+    store._send = explained_first  # type: ignore[method-assign]
     yield store
     await store.drop_graph()
     await store.close()
