@@ -328,6 +328,10 @@ def main() -> None:
                         help="generated sentences embedded once (the templates give ~365)")
     parser.add_argument("--seed", type=int, default=40)
     parser.add_argument("--tmp", type=Path, default=None, help="where the data directories go")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="a new directory for the data, kept after the run (its "
+                             "archive/stack is the grown deployment, stopped: `memstream up "
+                             "--data-dir DIR/archive/stack` serves it again)")
     args = parser.parse_args()
     steps = parse_steps(args.steps, args.window, args.trickle_s)
     if args.ingest_turns < CHUNK or args.ingest_turns % CHUNK:
@@ -336,12 +340,19 @@ def main() -> None:
         raise SystemExit(f"--searches {args.searches}: at least 1")
     if args.tmp is not None and not args.tmp.is_dir():
         raise SystemExit(f"--tmp {args.tmp}: no such directory")
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        raise SystemExit(f"--keep {args.keep}: not empty; give a new directory")
     if args.full_replay_max is None:
         args.full_replay_max = steps[0]
     for name in [k for k in os.environ if k.startswith("MEMSTREAM_")]:
         del os.environ[name]  # the embedded default, in this process as in the stack's
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="hist-", dir=args.tmp) as tmp:
+    with contextlib.ExitStack() as held:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
+        else:
+            tmp = held.enter_context(tempfile.TemporaryDirectory(prefix="hist-", dir=args.tmp))
         print(f"data in {tmp}; steps {', '.join(f'{s:,}' for s in steps)} turns\n", flush=True)
         stack = asyncio.run(deployment(Path(tmp) / "archive", steps, args))
         base = asyncio.run(baseline(Path(tmp) / "baseline",
