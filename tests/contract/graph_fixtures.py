@@ -70,11 +70,10 @@ async def graph_bolt_server(
     await server.stop()
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def falkordb_graph_store(
-    graph_falkordb_server: FalkorDBServer,
-) -> AsyncIterator[FalkorDBGraphStore]:
-    store = FalkorDBGraphStore(graph_falkordb_server.uri, f"contract_{uuid.uuid4().hex[:8]}")
+async def plan_checked_store(server: FalkorDBServer) -> AsyncIterator[FalkorDBGraphStore]:
+    """A FalkorDB store on a graph of its own that explains each new query before sending
+    it and fails one that reads a whole label (see the module docstring)."""
+    store = FalkorDBGraphStore(server.uri, f"contract_{uuid.uuid4().hex[:8]}")
     await store.ensure_schema()
     send, explained = store._send, set[str]()
 
@@ -90,6 +89,14 @@ async def falkordb_graph_store(
     yield store
     await store.drop_graph()
     await store.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def falkordb_graph_store(
+    graph_falkordb_server: FalkorDBServer,
+) -> AsyncIterator[FalkorDBGraphStore]:
+    async for store in plan_checked_store(graph_falkordb_server):
+        yield store
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -6,19 +6,35 @@ Chinese is searched by words, and no character of a query can reach the engine's
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
+from memstream.local.falkordb import FalkorDBServer
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore
 from memstream.sinks.graph.store import CypherGraphStore
 from memstream.sinks.ports import Filter
 from memstream.topics.models import MemoryItem, MemoryMetadata
-from tests.contract.graph_fixtures import GRAPH_BACKENDS
+from tests.contract.graph_fixtures import GRAPH_BACKENDS, plan_checked_store
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.parametrize("graph_backend", GRAPH_BACKENDS)]
 
 STORED = ["LongTermMemory", "UserMemory", "EpisodicMemory"]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def falkordb_graph_store(
+    graph_falkordb_server: FalkorDBServer,
+) -> AsyncIterator[FalkorDBGraphStore]:
+    """A graph of this module's own: a full-text score weighs each word by how many of the
+    graph's memories hold it, so the memories other modules' tests leave in the shared
+    graph would reorder these rankings (run after the graph and memory store suites,
+    "support2" came before "support")."""
+    async for store in plan_checked_store(graph_falkordb_server):
+        yield store
 
 
 def node(cube: str, node_id: str, text: str, **meta: Any) -> MemoryItem:
