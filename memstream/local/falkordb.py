@@ -285,7 +285,7 @@ class FalkorDBServer:
             # machine crash can lose what the OS had not flushed yet (up to ~30 s).
             "--appendfsync", "no",
             "--dbfilename", "falkordb.rdb",
-            # No periodic snapshot: each one writes the whole graph (a forked child of ~20 s
+            # No periodic snapshot: each one writes the whole graph (a forked child of 6-7 s
             # at 100,000 turns of history, every minute under writes, on a core the worker
             # needs), and the AOF already keeps every write; redis rewrites it when it has
             # doubled, a cost that follows the writes instead of the history. The snapshot

@@ -4,7 +4,7 @@
   it sends is first explained: one whose plan reads a whole label (every node of it, then a
   filter) fails the test that sent it, unless it reads the whole graph on purpose
   (``WHOLE_LABEL``). Such a query costs every node of the history: one that moved a merged
-  memory's incoming edges took 320-440 ms at 100,000 turns, four of them per merge.
+  memory's incoming edges took 320-440 ms at 100,000 turns, one per edge type of a merge.
 - ``neo4j-bolt``: the Neo4j adapter (official driver) against FalkorDB's Bolt endpoint,
   on a second server of its own (that endpoint can crash the process).
   Bolt speaks FalkorDB's Cypher, so the adapter runs with the FalkorDB dialect (index

@@ -75,7 +75,7 @@ async def acknowledged_kept(client: redis.asyncio.Redis, acked: int) -> int:
 async def test_only_a_clean_stop_writes_the_snapshot_and_it_holds_every_write(
         tmp_path: Path) -> None:
     """A periodic snapshot writes the whole graph: at 100,000 turns of history a forked
-    child of ~20 s every minute under writes, on a core the worker needs. The embedded
+    child of 6-7 s every minute under writes, on a core the worker needs. The embedded
     server keeps its writes in the append-only file only; a clean stop writes the snapshot,
     and a start from the snapshot alone has every write."""
     db = tmp_path / "db"
