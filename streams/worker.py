@@ -6,8 +6,10 @@ start a real worker against a real broker and stores and stop it cleanly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +33,7 @@ from memstream.security.keys import release as release_keys
 from memstream.security.signing import check_worker_signing
 from memstream.sinks.graph.factory import create_graph_store
 from memstream.sinks.memory_store import MemoryStore
+from memstream.sinks.ports import GraphStore
 from memstream.sinks.vector.factory import create_vector_store
 from memstream.streams.app import create_app
 from memstream.streams.commands.agent import register as register_commands
@@ -92,6 +95,10 @@ class Worker:
     clock: Clock = utcnow
     llm: LLM | None = None
     embedder: Embedder | None = None
+    # Awaited before the graph is used: the embedded FalkorDB may still be loading a large
+    # graph, and the vector store loads meanwhile (``EmbeddedStack.graph_ready``; returns
+    # the graph's URI).
+    graph_ready: Callable[[], Awaitable[str]] | None = None
     deps: Deps | None = field(default=None, init=False)
     app: faust.App | None = field(default=None, init=False)
     bound: BoundTopics | None = field(default=None, init=False)
@@ -109,12 +116,29 @@ class Worker:
         embedder = self.embedder or with_cache(
             create_embedder(s.embedder, s.limits.embed_chars), s.embedder,
             s.data_dir / "embeddings", s.limits.embed_chars)
-        graph = create_graph_store(s, self.graph_uri)
-        await graph.ensure_schema()
+        vectors = create_vector_store(s, embedder.dim)
+
+        async def open_graph() -> GraphStore:
+            if self.graph_ready is not None:
+                self.graph_uri = await self.graph_ready()
+            graph = create_graph_store(s, self.graph_uri)
+            try:
+                await graph.ensure_schema()
+            except BaseException:
+                await graph.close()
+                raise
+            return graph
+
+        # Both stores load their data at start (a large graph, a large collection): at once.
+        graph, loaded = await asyncio.gather(open_graph(), vectors.ensure_collection(),
+                                             return_exceptions=True)
+        if isinstance(graph, BaseException) or isinstance(loaded, BaseException):
+            if not isinstance(graph, BaseException):
+                await graph.close()
+            await vectors.close()
+            raise graph if isinstance(graph, BaseException) else loaded  # type: ignore[misc]
         llm = MeteredLLM(self.llm or create_llm(s.llm), s.governance, self.clock, self.metrics,
                          graph)
-        vectors = create_vector_store(s, embedder.dim)
-        await vectors.ensure_collection()
         self.deps = Deps(settings=s, llm=llm, embedder=embedder,
                          store=MemoryStore(graph, vectors), clock=self.clock,
                          bootstrap=self.bootstrap, ops=self.metrics,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -19,6 +21,9 @@ from memstream.cli.common import (
     settings_for,
 )
 from memstream.topics.settings import Settings
+
+if TYPE_CHECKING:
+    from memstream.local.stack import EmbeddedStack
 
 
 def _logging(level: str) -> None:
@@ -72,8 +77,9 @@ async def _worker(settings: Settings) -> None:
         loop.add_signal_handler(sig, on_signal)
     write_worker_file(settings.data_dir, state="starting")
     try:
-        async with EmbeddedStack(settings) as stack, \
-                Worker(settings, stack.bootstrap, stack.graph_uri) as running:
+        async with EmbeddedStack(settings, wait_graph=False) as stack, \
+                Worker(settings, stack.bootstrap, stack.graph_uri,
+                       graph_ready=stack.graph_ready) as running:
             write_worker_file(settings.data_dir, stack.bootstrap, stack.graph_uri,
                               metrics=running.metrics_url)
             started = True
@@ -98,7 +104,7 @@ def up(data_dir: Path | None) -> None:
 
 
 async def _up(settings: Settings) -> None:
-    from memstream.local.services import running_worker, spawn_worker, stop_worker, wait_for_worker
+    from memstream.local.services import running_worker, stop_worker
     from memstream.local.stack import EmbeddedStack
 
     killed: list[int] = []
@@ -114,38 +120,66 @@ async def _up(settings: Settings) -> None:
             killed.append(int(str(info["pid"])))
             await stop_worker(settings.data_dir, timeout_s=0)
 
+    stack = EmbeddedStack(settings, before_broker_start=before_broker_start)
+    starting = asyncio.create_task(stack.start(detached=True))
     with console.status("Starting the broker and FalkorDB…"):
-        stack = EmbeddedStack(settings, before_broker_start=before_broker_start)
-        await stack.start(detached=True)
-    console.print(f"[green]✓[/] kafka {stack.bootstrap}, graph {stack.graph_uri}")
+        await asyncio.wait({starting, asyncio.create_task(stack.launched.wait())},
+                           return_when=asyncio.FIRST_COMPLETED)
+    if starting.done():
+        starting.result()  # the broker or FalkorDB could not start: say why
     if killed:
         console.print(f"the broker was restarted: stopped worker pid {killed[0]} before it, so "
                       "a new worker resumes from the offsets the broker kept")
-    from memstream.local.log_report import after_start
+    # FalkorDB loads its graph now (a while for a long history): the worker starts
+    # meanwhile, loading its model and vector store, and waits for the graph itself.
+    worker = asyncio.create_task(_worker_for(settings, stack))
+    try:
+        with console.status("Loading the graph, starting the worker…"):
+            await starting
+        console.print(f"[green]✓[/] kafka {stack.bootstrap}, graph {stack.graph_uri}")
+        from memstream.local.log_report import after_start
 
-    for line in await after_start(settings, stack.bootstrap, stack.restored):
-        console.print(f"[red]{line}[/]", highlight=False)
+        for line in await after_start(settings, stack.bootstrap, stack.restored):
+            console.print(f"[red]{line}[/]", highlight=False)
+        with console.status("Starting the worker (loading the embedding model and vectors)…"):
+            pid, message = await worker
+    except BaseException:
+        worker.cancel()  # a worker spawned for a stack that did not start goes too
+        with contextlib.suppress(BaseException):
+            await worker
+        raise
+    console.print(message)
+
+
+async def _worker_for(settings: Settings, stack: EmbeddedStack) -> tuple[int, str]:
+    """The data dir's worker for ``stack``: the one running if it uses the same addresses,
+    else a new one; returns its pid once it consumes, and what to tell the user."""
+    from memstream.local.services import running_worker, spawn_worker, stop_worker, wait_for_worker
+
+    graph_uri = stack.graph_uri
     if (info := running_worker(settings.data_dir)) is not None:
         pid = int(str(info["pid"]))
         if info.get("state") == "starting":
-            with console.status(f"Waiting for the worker (pid {pid}) to start…"):
-                ready = await wait_for_worker(settings.data_dir, pid)
-            if ready:
-                console.print(f"[green]✓[/] worker running (pid {pid})")
-                return
+            if await wait_for_worker(settings.data_dir, pid):
+                return pid, f"[green]✓[/] worker running (pid {pid})"
             console.print(f"worker pid {pid} did not finish starting; restarting it")
             await stop_worker(settings.data_dir)
-        elif (info.get("bootstrap"), info.get("graph")) != (stack.bootstrap, stack.graph_uri):
+        elif (info.get("bootstrap"), info.get("graph")) != (stack.bootstrap, graph_uri):
             console.print(f"worker pid {pid} uses {info.get('bootstrap')} and "
                           f"{info.get('graph')}; restarting it on the new addresses")
             await stop_worker(settings.data_dir)
         else:
-            console.print(f"[green]✓[/] worker already running (pid {pid})")
-            return
-    with console.status("Starting the worker (loading the embedding model)…"):
+            return pid, f"[green]✓[/] worker already running (pid {pid})"
+    try:
         pid = await spawn_worker(settings.data_dir)
-    console.print(f"[green]✓[/] worker running (pid {pid}); logs in "
-                  f"{settings.data_dir / 'worker.log'}")
+    except RuntimeError:
+        # FalkorDB came up on another port than the one it was launched on (taken
+        # meanwhile): the worker waited for the first one. Once more on the new one.
+        if await stack.graph_ready() == graph_uri:
+            raise
+        pid = await spawn_worker(settings.data_dir)
+    return pid, (f"[green]✓[/] worker running (pid {pid}); logs in "
+                 f"{settings.data_dir / 'worker.log'}")
 
 
 @click.command()

@@ -25,9 +25,9 @@ from memstream.local.falkordb_process import (
     LOOPBACK,
     MAX_BOLT_PORT,
     FalkorDBServerError,
+    LoadWatch,
     free_bolt_port,
     is_redis_server,
-    loading,
     log_tail,
     read_from,
     ready,
@@ -75,6 +75,8 @@ class FalkorDBServer:
         self._bolt_port: int | None = None
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # Set once the process runs (answering or still loading): ``port`` is known then.
+        self.launched = asyncio.Event()
 
     # -- what callers read -------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class FalkorDBServer:
             return self.uri
         redis_server, module = self._binaries()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        running = await self.find_running(self.data_dir)
+        running = self.find_launched(self.data_dir)
         if running is not None:
             raise FalkorDBServerError(
                 f"a FalkorDB server (pid {running.pid}) already serves {self.data_dir} at "
@@ -145,7 +147,7 @@ class FalkorDBServer:
         if pid is None:
             return
         try:
-            if port is not None and pid_alive(pid):
+            if port is not None and pid_alive(pid) and await ready(port):
                 await aof.compact_aof(port, self.stop_timeout_s)
             await terminate(pid, proc, self.stop_timeout_s)
         finally:
@@ -177,12 +179,75 @@ class FalkorDBServer:
             return None
 
     @staticmethod
+    def still_loading(data_dir: Path) -> bool:
+        """The run file says its launcher has not seen the server answer yet (it loads its
+        data: a large graph takes a while, and answers nothing while building indexes)."""
+        try:
+            info = json.loads((Path(data_dir) / RUN_FILE).read_text("utf-8"))
+            return bool(info.get("state") == "loading" and pid_alive(int(info["pid"])))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
+
+    @staticmethod
     def last_port(data_dir: Path) -> int | None:
         """The port the last detached server of ``data_dir`` listened on (kept after a crash)."""
         try:
             return int((Path(data_dir) / PORT_FILE).read_text(encoding="utf-8").strip())
         except (OSError, ValueError):
             return None
+
+    @classmethod
+    def find_launched(cls, data_dir: Path) -> FalkorDBServer | None:
+        """The server recorded in ``data_dir`` if its process runs, answering or still
+        loading its data (its run file is written at launch). A stale run file is removed."""
+        run_file = Path(data_dir) / RUN_FILE
+        try:
+            info: dict[str, Any] = json.loads(run_file.read_text(encoding="utf-8"))
+            pid, port = int(info["pid"]), int(info["port"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not (pid_alive(pid) and is_redis_server(pid)):
+            run_file.unlink(missing_ok=True)
+            return None
+        server = cls(Path(data_dir), port, info.get("bolt_port"))
+        server._pid, server._port, server._bolt_port = pid, port, info.get("bolt_port")
+        server.launched.set()
+        return server
+
+    @classmethod
+    async def wait_ready(cls, data_dir: Path, timeout_s: float = 120.0,
+                         gone_s: float = 10.0) -> FalkorDBServer:
+        """Wait until the server of ``data_dir`` answers, however long it loads.
+
+        Another process launched it (``memstream up``) and may relaunch it (a replay that
+        crashed restarts from the snapshot): a recorded process that is gone is waited for
+        up to ``gone_s``. ``timeout_s`` bounds a server that neither answers nor loads.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        missing_since: float | None = None
+        watch: LoadWatch | None = None
+        while True:
+            server = cls.find_launched(data_dir)
+            if server is not None and server.port is not None and server.pid is not None:
+                missing_since = None
+                if await ready(server.port):
+                    return server
+                if watch is None or watch.pid != server.pid:
+                    watch = LoadWatch(server.pid)
+                if loop.time() > deadline and await watch.working(server.port):
+                    deadline = loop.time() + timeout_s  # loading takes what it takes
+            else:
+                missing_since = missing_since if missing_since is not None else loop.time()
+                if loop.time() - missing_since > gone_s:
+                    raise FalkorDBServerError(
+                        f"the FalkorDB server of {data_dir} stopped while starting "
+                        f"(log {Path(data_dir) / LOG_FILE})")
+            if loop.time() > deadline:
+                raise FalkorDBServerError(
+                    f"the FalkorDB server of {data_dir} did not answer within {timeout_s:.0f}s "
+                    f"(log {Path(data_dir) / LOG_FILE})")
+            await asyncio.sleep(0.1)
 
     @classmethod
     async def find_running(cls, data_dir: Path, wait_s: float = 0.0) -> FalkorDBServer | None:
@@ -213,7 +278,7 @@ class FalkorDBServer:
     @classmethod
     async def stop_running(cls, data_dir: Path, timeout_s: float = 10.0) -> bool:
         """Stop the server recorded in ``data_dir``; False when none was running."""
-        server = await cls.find_running(data_dir)
+        server = cls.find_launched(data_dir)  # one still loading stops too, once loaded
         if server is None:
             return False
         server.stop_timeout_s = timeout_s
@@ -352,7 +417,36 @@ class FalkorDBServer:
                 start_new_session=detached,
             )
         self._proc, self._pid = proc, proc.pid
+        if detached:
+            # Recorded at once, so a worker started meanwhile waits for this server (and
+            # loads its own stores) instead of launching another on the same files.
+            self._record(proc.pid, port, bolt, loading=True)
+        self._port, self._bolt_port = port, bolt
+        self.launched.set()
+        try:
+            await self._until_ready(proc, port, bolt, log_start, from_rdb)
+        except BaseException:
+            if proc.poll() is not None:  # a launch cancelled meanwhile goes on loading
+                self._port = self._bolt_port = None
+                self._remove_run_file(proc.pid)
+            raise
+        if detached:
+            self._record(proc.pid, port, bolt, loading=False)
+
+    def _record(self, pid: int, port: int, bolt: int | None, loading: bool) -> None:
+        info = {"pid": pid, "port": port, "bolt_port": bolt, "uri": f"redis://{LOOPBACK}:{port}",
+                "state": "loading" if loading else "ready"}
+        run_file = self.data_dir / RUN_FILE
+        tmp = run_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info), encoding="utf-8")
+        tmp.replace(run_file)
+        (self.data_dir / PORT_FILE).write_text(f"{port}\n", encoding="utf-8")
+
+    async def _until_ready(self, proc: subprocess.Popen[bytes], port: int, bolt: int | None,
+                           log_start: int, from_rdb: bool) -> None:
+        log_path = self.log_path
         deadline = time.monotonic() + self.startup_timeout_s
+        watch = LoadWatch(proc.pid)
         while True:
             if proc.poll() is not None:
                 self._proc = self._pid = None
@@ -368,13 +462,14 @@ class FalkorDBServer:
                         f"already in use; pick another port. Log tail:\n{tail}"
                     )
                 raise FalkorDBServerError(
-                    f"FalkorDB exited during startup with code {proc.returncode} "
-                    f"(log {log_path}):\n{tail}"
+                    f"FalkorDB exited during startup with code {proc.returncode}"
+                    f"{_last_complaint(started)} (log {log_path})\n{tail}"
                 )
             if await ready(port):
                 break
-            if time.monotonic() > deadline and await loading(port):
-                # Replaying a large AOF after a crash takes what it takes: wait while it does.
+            if time.monotonic() > deadline and await watch.working(port):
+                # Loading a large graph (or replaying a large AOF after a crash) takes what
+                # it takes: wait while it does.
                 deadline = time.monotonic() + self.startup_timeout_s
             if time.monotonic() > deadline:
                 await terminate(proc.pid, proc, self.stop_timeout_s)
@@ -403,17 +498,22 @@ class FalkorDBServer:
                 await terminate(proc.pid, proc, self.stop_timeout_s)
                 self._proc = self._pid = None
                 raise
-        self._port, self._bolt_port = port, bolt
-        if detached:
-            info = {"pid": proc.pid, "port": port, "bolt_port": bolt, "uri": self.uri}
-            (self.data_dir / RUN_FILE).write_text(json.dumps(info), encoding="utf-8")
-            (self.data_dir / PORT_FILE).write_text(f"{port}\n", encoding="utf-8")
 
     def _remove_run_file(self, pid: int) -> None:
         run_file = self.data_dir / RUN_FILE
         with contextlib.suppress(OSError, ValueError, KeyError):
             if int(json.loads(run_file.read_text(encoding="utf-8"))["pid"]) == pid:
                 run_file.unlink()
+
+
+def _last_complaint(log: str) -> str:
+    """': <what redis said last at warning level>' from a start's log, or nothing: the
+    CLI shows an error's first line only."""
+    for line in reversed(log.splitlines()):
+        _, sep, said = line.partition(" # ")
+        if sep and said.strip() and not said.startswith(">>>"):
+            return f": {said.strip()}"
+    return ""
 
 
 class _PortRace(Exception):

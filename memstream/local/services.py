@@ -132,8 +132,13 @@ async def spawn_worker(data_dir: Path, timeout_s: float = 120.0) -> int:
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )
     log.close()
-    if await _wait_running(data_dir, proc.pid, time.monotonic() + timeout_s, proc):
-        return proc.pid
+    try:
+        if await _wait_running(data_dir, proc.pid, time.monotonic() + timeout_s, proc):
+            return proc.pid
+    except asyncio.CancelledError:  # the caller gave up (``up`` whose FalkorDB failed)
+        await kill_worker(proc.pid, timeout_s=10.0)
+        proc.wait()
+        raise
     if proc.poll() is not None:
         tail = (data_dir / WORKER_LOG).read_text(errors="replace").splitlines()[-15:]
         raise RuntimeError("the worker exited during startup:\n" + "\n".join(tail))
@@ -185,8 +190,11 @@ async def status(data_dir: Path) -> Status:
     if falkor is None:
         f_pid = f_rec[0] if f_rec else None
         port = FalkorDBServer.last_port(falkor_dir)
-        notes["graph"] = _stale(f_pid, f_pid is not None and pid_alive(f_pid),
-                                f"redis://127.0.0.1:{port}" if port else None)
+        if f_rec is not None and FalkorDBServer.still_loading(falkor_dir):
+            notes["graph"] = f"pid {f_rec[0]} is loading its data, not answering yet"
+        else:
+            notes["graph"] = _stale(f_pid, f_pid is not None and pid_alive(f_pid),
+                                    f"redis://127.0.0.1:{port}" if port else None)
     worker_pid = None
     if w_rec is not None:
         pid = int(str(w_rec["pid"]))

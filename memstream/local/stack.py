@@ -9,6 +9,7 @@ reconnect by themselves; a free loopback port is used only when that one is take
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,7 +48,13 @@ def _reusable(port: int | None) -> int | None:
 
 @dataclass
 class EmbeddedStack:
-    """Broker + graph server for one data dir; ``start()`` returns once both answer."""
+    """Broker + graph server for one data dir; ``start()`` returns once both answer.
+
+    With ``wait_graph=False`` it returns once the graph server is launched (its address
+    known), while FalkorDB may still be loading its data: the caller does other start-up
+    work meanwhile (a worker loads its vector store) and awaits ``graph_ready()`` before
+    it uses the graph. ``launched`` is set at that same point.
+    """
 
     settings: Settings
     bootstrap: str = field(default="", init=False)
@@ -59,6 +66,9 @@ class EmbeddedStack:
     # Called before a detached broker is (re)started: a client still running from before
     # must be gone by then (see ``memstream up``).
     before_broker_start: Callable[[], Awaitable[None]] | None = None
+    wait_graph: bool = True
+    launched: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _graph_wait: asyncio.Task[str] | None = field(default=None, init=False)
 
     async def start(self, detached: bool = False) -> None:
         """Reuse what is configured or already running from the data dir; start the rest.
@@ -69,29 +79,61 @@ class EmbeddedStack:
         data = self.settings.data_dir
         data.mkdir(parents=True, exist_ok=True)
         try:
+            # The graph first: FalkorDB loads a long history for longest, the broker starts
+            # meanwhile.
+            if self.settings.graph.backend == "memory":
+                self.graph_uri = "memory://"  # in the worker's own process: nothing to start
+            elif self.settings.graph.uri:
+                self.graph_uri = self.settings.graph.uri
+            else:
+                await self._launch_graph(detached)
             if detached and not self.settings.kafka.bootstrap_servers:
                 self.bootstrap = await self._detached_broker()
             else:
                 self.bootstrap, self.broker = await resolve_bootstrap(self.settings,
                                                                       data / "broker")
-            if self.settings.graph.backend == "memory":
-                self.graph_uri = "memory://"  # in the worker's own process: nothing to start
-            elif self.settings.graph.uri:
-                self.graph_uri = self.settings.graph.uri
-            elif (running := await FalkorDBServer.find_running(
-                    data / "falkordb", wait_s=RESTART_WAIT_S)) is not None:
-                self.graph_uri = running.uri
-            else:
-                last = FalkorDBServer.last_port(data / "falkordb")
-                server = FalkorDBServer(data / "falkordb", _reusable(last),
-                                        startup_timeout_s=RESTART_WAIT_S)
-                self.graph_uri = await server.start(detached=detached)
-                self.falkordb = None if detached else server
+            self.launched.set()
             await ensure_topics(self.settings, self.bootstrap)
+            if self.wait_graph:
+                await self.graph_ready()
         except BaseException:
             await self.stop()  # what this call started attached; detached ones stay
             raise
         log.info("embedded stack up: kafka %s, graph %s", self.bootstrap, self.graph_uri)
+
+    async def graph_ready(self) -> str:
+        """Wait until the graph server answers (loading a large graph takes a while);
+        returns its URI, the one ``graph_uri`` holds from then on."""
+        if self._graph_wait is not None:
+            self.graph_uri = await self._graph_wait
+        return self.graph_uri
+
+    async def _launch_graph(self, detached: bool) -> None:
+        """The data dir's FalkorDB, running or still loading, else a new one; returns once
+        its process runs (``graph_ready`` waits for it to answer)."""
+        directory = self.settings.data_dir / "falkordb"
+        if (found := FalkorDBServer.find_launched(directory)) is not None:
+            self.graph_uri = found.uri
+
+            async def wait_found() -> str:
+                return (await FalkorDBServer.wait_ready(directory, RESTART_WAIT_S)).uri
+
+            self._graph_wait = asyncio.create_task(wait_found())
+            return
+        server = FalkorDBServer(directory, _reusable(FalkorDBServer.last_port(directory)),
+                                startup_timeout_s=RESTART_WAIT_S)
+        if not detached:
+            self.falkordb = server  # stopped with this stack, even mid-start
+        starting = asyncio.create_task(server.start(detached=detached))
+        launched = asyncio.create_task(server.launched.wait())
+        try:
+            await asyncio.wait({starting, launched}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            launched.cancel()
+        if starting.done():
+            starting.result()  # a launch that failed raises here
+        self.graph_uri = server.uri
+        self._graph_wait = starting
 
     async def _detached_broker(self) -> str:
         """The broker of the data dir: the running one (waiting while it replays its log
@@ -115,6 +157,11 @@ class EmbeddedStack:
         return bootstrap
 
     async def stop(self) -> None:
+        waiting, self._graph_wait = self._graph_wait, None
+        if waiting is not None and not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(BaseException):
+                await waiting
         if self.falkordb is not None:
             await self.falkordb.stop()
             self.falkordb = None

