@@ -49,8 +49,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.cluster import AgglomerativeClustering
-from sklearn.metrics import silhouette_score
 
 from memstream.streams.text.words import is_mostly_chinese
 
@@ -238,6 +236,11 @@ class _Splitter:
             if k_lo <= 1:
                 return [rows]
             return _even_chunks(rows, max(k_lo, math.ceil(n / self.max_size)))
+        # scikit-learn (and the scipy it pulls in) costs ~2.6 s of CPU to import: loaded at
+        # the first split, off the worker's start (`memstream up` waits for that start).
+        from sklearn.cluster import AgglomerativeClustering
+        from sklearn.metrics import silhouette_score
+
         points = self._prepared(rows)
         distances = np.clip(1.0 - points @ points.T, 0.0, 2.0)
         np.fill_diagonal(distances, 0.0)
