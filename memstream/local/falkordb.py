@@ -256,23 +256,14 @@ class FalkorDBServer:
         A stale run file (process gone) is removed. ``wait_s``: how long to wait for a
         recorded server that runs but does not answer yet (replaying its AOF after a restart).
         """
-        run_file = Path(data_dir) / RUN_FILE
-        info: dict[str, Any]
-        try:
-            info = json.loads(run_file.read_text(encoding="utf-8"))
-            pid, port = int(info["pid"]), int(info["port"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if not (pid_alive(pid) and is_redis_server(pid)):
-            run_file.unlink(missing_ok=True)
+        server = cls.find_launched(data_dir)
+        if server is None or server.port is None or server.pid is None:
             return None
         deadline = time.monotonic() + wait_s
-        while not await ready(port):
-            if time.monotonic() >= deadline or not pid_alive(pid):
+        while not await ready(server.port):
+            if time.monotonic() >= deadline or not pid_alive(server.pid):
                 return None
             await asyncio.sleep(0.1)
-        server = cls(Path(data_dir), port, info.get("bolt_port"))
-        server._pid, server._port, server._bolt_port = pid, port, info.get("bolt_port")
         return server
 
     @classmethod
