@@ -105,7 +105,7 @@ def up(data_dir: Path | None) -> None:
 
 async def _up(settings: Settings) -> None:
     from memstream.local.services import running_worker, stop_worker
-    from memstream.local.stack import EmbeddedStack
+    from memstream.local.stack import EmbeddedStack, until_launched
 
     killed: list[int] = []
 
@@ -123,10 +123,7 @@ async def _up(settings: Settings) -> None:
     stack = EmbeddedStack(settings, before_broker_start=before_broker_start)
     starting = asyncio.create_task(stack.start(detached=True))
     with console.status("Starting the broker and FalkorDB…"):
-        await asyncio.wait({starting, asyncio.create_task(stack.launched.wait())},
-                           return_when=asyncio.FIRST_COMPLETED)
-    if starting.done():
-        starting.result()  # the broker or FalkorDB could not start: say why
+        await until_launched(starting, stack.launched)  # one that could not start says why
     if killed:
         console.print(f"the broker was restarted: stopped worker pid {killed[0]} before it, so "
                       "a new worker resumes from the offsets the broker kept")

@@ -170,23 +170,27 @@ class FalkorDBServer:
     # -- a server started by another process ------------------------------------------
 
     @staticmethod
-    def recorded(data_dir: Path) -> tuple[int, int] | None:
-        """(pid, port) from the run file, whether or not that process still runs."""
+    def _run_info(data_dir: Path) -> dict[str, Any] | None:
+        """The run file's record when it names a pid and port, whatever that process does."""
         try:
             info: dict[str, Any] = json.loads((Path(data_dir) / RUN_FILE).read_text("utf-8"))
-            return int(info["pid"]), int(info["port"])
+            int(info["pid"]), int(info["port"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        return info
 
-    @staticmethod
-    def still_loading(data_dir: Path) -> bool:
+    @classmethod
+    def recorded(cls, data_dir: Path) -> tuple[int, int] | None:
+        """(pid, port) from the run file, whether or not that process still runs."""
+        info = cls._run_info(data_dir)
+        return None if info is None else (int(info["pid"]), int(info["port"]))
+
+    @classmethod
+    def still_loading(cls, data_dir: Path) -> bool:
         """The run file says its launcher has not seen the server answer yet (it loads its
         data: a large graph takes a while, and answers nothing while building indexes)."""
-        try:
-            info = json.loads((Path(data_dir) / RUN_FILE).read_text("utf-8"))
-            return bool(info.get("state") == "loading" and pid_alive(int(info["pid"])))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return False
+        info = cls._run_info(data_dir)
+        return info is not None and info.get("state") == "loading" and pid_alive(int(info["pid"]))
 
     @staticmethod
     def last_port(data_dir: Path) -> int | None:
@@ -200,14 +204,12 @@ class FalkorDBServer:
     def find_launched(cls, data_dir: Path) -> FalkorDBServer | None:
         """The server recorded in ``data_dir`` if its process runs, answering or still
         loading its data (its run file is written at launch). A stale run file is removed."""
-        run_file = Path(data_dir) / RUN_FILE
-        try:
-            info: dict[str, Any] = json.loads(run_file.read_text(encoding="utf-8"))
-            pid, port = int(info["pid"]), int(info["port"])
-        except (OSError, ValueError, KeyError, TypeError):
+        info = cls._run_info(data_dir)
+        if info is None:
             return None
+        pid, port = int(info["pid"]), int(info["port"])
         if not (pid_alive(pid) and is_redis_server(pid)):
-            run_file.unlink(missing_ok=True)
+            (Path(data_dir) / RUN_FILE).unlink(missing_ok=True)
             return None
         server = cls(Path(data_dir), port, info.get("bolt_port"))
         server._pid, server._port, server._bolt_port = pid, port, info.get("bolt_port")

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from memstream.kafka.admin import ensure_topics
 from memstream.local.broker import (
@@ -44,6 +45,18 @@ def _reusable(port: int | None) -> int | None:
                     "port (running workers must be restarted: `memstream up` does it)", port)
         return None
     return port
+
+
+async def until_launched(starting: asyncio.Task[Any], launched: asyncio.Event) -> None:
+    """Return once ``launched`` is set or ``starting`` has ended; a start that failed
+    raises here."""
+    waiting = asyncio.create_task(launched.wait())
+    try:
+        await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+    if starting.done():
+        starting.result()
 
 
 @dataclass
@@ -125,13 +138,7 @@ class EmbeddedStack:
         if not detached:
             self.falkordb = server  # stopped with this stack, even mid-start
         starting = asyncio.create_task(server.start(detached=detached))
-        launched = asyncio.create_task(server.launched.wait())
-        try:
-            await asyncio.wait({starting, launched}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            launched.cancel()
-        if starting.done():
-            starting.result()  # a launch that failed raises here
+        await until_launched(starting, server.launched)
         self.graph_uri = server.uri
         self._graph_wait = starting
 
