@@ -117,6 +117,10 @@ class VectorSettings(BaseModel):
     # either bound is searched in Milvus Lite until it is loaded again (6-80 ms, then <1 ms).
     lite_cache_max_vectors: int = Field(default=100_000, ge=0)
     lite_cache_max_cubes: int = Field(default=1_000, ge=1)
+    # A cube is loaded into that index at its second use: used again this long or more after
+    # its first miss (0: at its first miss). A cube searched once is served by Milvus Lite
+    # and never loaded (loading 1,200 vectors costs ~300 ms of the worker's CPU).
+    lite_cache_load_after_s: float = Field(default=1.0, ge=0)
     # A Milvus server's consistency for the reads of a search that waits for no write (no
     # ``after``): "Bounded" takes what its query nodes hold (~3 ms a call); "Strong" waits
     # for every acknowledged write to be applied, up to a time tick (200 ms) a call. Every

@@ -7,12 +7,19 @@ millisecond, where Lite takes 6-80 ms depending on how its segments were sealed.
 The inner store stays the durable copy; every write goes to it first. The least
 recently used cubes leave beyond ``max_cubes`` cubes or ``max_vectors`` vectors
 (``sinks/lru.py``); an evicted cube is read from the inner store again on its next use.
+
+A cube is loaded at its second use, not its first: when it is used again ``load_after_s``
+or more after its first miss (calls within that time are one use: a search asks a cube
+several times). Loading ~1,200 vectors takes Lite ~0.8 s of the worker's CPU, in slices
+the next searches wait behind, and a cube searched once (the long tail of a deployment's
+cubes) would pay it for nothing (docs/benchmarks.md, "a deployment's history").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -122,12 +129,14 @@ class CachedVectorStore:
     """The VectorStore port over ``inner``, with exact in-memory search per cached cube."""
 
     def __init__(self, inner: VectorStore, max_vectors: int = 100_000, max_cubes: int = 1_000,
-                 wait_for_load: bool = False) -> None:
+                 wait_for_load: bool = False, load_after_s: float = 1.0) -> None:
         self.inner = inner
         self.max_vectors = max_vectors
         self.max_cubes = max_cubes
         self.wait_for_load = wait_for_load  # a miss waits for the load instead of falling back
+        self.load_after_s = load_after_s  # a miss loads the cube if missed this long before
         self._cubes: LRU[str, _CubeIndex] = LRU(max_cubes, max_weight=max_vectors, weigh=len)
+        self._missed: LRU[str, float] = LRU(max_cubes)  # cube -> when it was first missed
         self._loading: dict[str, asyncio.Task[None]] = {}
         # per cube loading now, its writes since the load began, to apply to what it read
         self._pending: dict[str, list[Callable[[_CubeIndex], None]]] = {}
@@ -150,8 +159,9 @@ class CachedVectorStore:
         self._cubes.clear()
         await self.inner.close()
 
-    def _cached(self, cube_id: str) -> _CubeIndex | None:
-        """The cube's index if loaded; otherwise start loading it in the background.
+    def _cached(self, cube_id: str, load: bool = False) -> _CubeIndex | None:
+        """The cube's index if loaded; otherwise start loading it in the background if this
+        is its second use (or ``load``).
 
         A miss never waits for the load (1,200 vectors take ~300 ms to read from Milvus
         Lite): callers use the inner store meanwhile, and go first: the load reads the
@@ -161,10 +171,23 @@ class CachedVectorStore:
         index = self._cubes.get(cube_id)
         if index is not None:
             return index
-        if cube_id not in self._loading:
+        if cube_id not in self._loading and (load or self._used_again(cube_id)):
+            self._missed.pop(cube_id)
             self._pending[cube_id] = []
             self._loading[cube_id] = asyncio.create_task(self._load(cube_id))
         return None
+
+    def _used_again(self, cube_id: str) -> bool:
+        """Whether the cube was first missed ``load_after_s`` or more ago (remembered for the
+        ``max_cubes`` cubes missed last); a first miss is remembered."""
+        if self.load_after_s <= 0:
+            return True
+        now = time.monotonic()
+        first = self._missed.get(cube_id)
+        if first is None:
+            self._missed.put(cube_id, now)
+            return False
+        return now - first >= self.load_after_s
 
     async def _load(self, cube_id: str) -> None:
         """Read the cube, then apply to what was read every write made since the load
@@ -207,7 +230,8 @@ class CachedVectorStore:
 
     async def warm(self, cube_id: str) -> _CubeIndex | None:
         """Load a cube now (tests, benchmarks, start-up warming)."""
-        if self._cached(cube_id) is None and (task := self._loading.get(cube_id)) is not None:
+        if self._cached(cube_id, load=True) is None and (
+                task := self._loading.get(cube_id)) is not None:
             await task
         return self._cubes.peek(cube_id)
 

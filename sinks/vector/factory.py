@@ -30,5 +30,6 @@ def create_vector_store(settings: Settings, dim: int) -> VectorStore:
     )
     if store.is_lite and vector.lite_cache_max_vectors > 0:
         return CachedVectorStore(store, max_vectors=vector.lite_cache_max_vectors,
-                                 max_cubes=vector.lite_cache_max_cubes)
+                                 max_cubes=vector.lite_cache_max_cubes,
+                                 load_after_s=vector.lite_cache_load_after_s)
     return store

@@ -206,3 +206,63 @@ async def test_a_cube_written_while_it_loads_is_loaded_with_those_writes() -> No
     assert {h.id for h in hits} == {"late"} | {f"cube0-n{i}" for i in range(2, 10)}
     assert [r.status for r in await cache.get("cube0", ["cube0-n1"])] == ["archived"]
     assert await cache.count("cube0") == 10 and inner.reads == 1
+
+
+class CountedReads(InMemoryVectorStore):
+    """The in-memory store, counting the whole-cube reads a load makes."""
+
+    def __init__(self) -> None:
+        super().__init__(DIM)
+        self.loads: list[str] = []
+
+    async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
+        self.loads.append(cube_id)
+        return await super().all_rows(cube_id, between)
+
+
+async def test_a_cube_used_once_is_never_loaded_and_one_used_again_is() -> None:
+    """A cube searched once (the long tail of a deployment's cubes) is answered by the store
+    beneath and never read whole; several calls within ``load_after_s`` of its first miss
+    are one use; used again later, it is loaded and then answered from memory, the same."""
+    inner = CountedReads()
+    for c in range(2):
+        await inner.upsert(records(f"cube{c}", 30, seed=c))
+    cache = CachedVectorStore(inner, load_after_s=0.2)
+    query = VectorQuery(vec(5), 5)
+    first = answers(await cache.search("cube0", query))
+    assert answers(await cache.search("cube0", query)) == first  # the same search, again
+    await cache.count("cube0")
+    await cache.search("cube1", query)
+    await asyncio.sleep(0.05)
+    assert inner.loads == [] and not cache.loaded("cube0") and not cache.loaded("cube1")
+    await asyncio.sleep(0.2)
+    assert answers(await cache.search("cube0", query)) == first  # its second use: loads
+    await asyncio.sleep(0.05)
+    assert inner.loads == ["cube0"] and cache.loaded("cube0") and not cache.loaded("cube1")
+    assert answers(await cache.search("cube0", query)) == first  # from memory, the same
+    assert inner.loads == ["cube0"]
+
+
+async def test_at_zero_a_cube_is_loaded_at_its_first_miss() -> None:
+    inner = CountedReads()
+    await inner.upsert(records("cube0", 10))
+    cache = CachedVectorStore(inner, load_after_s=0)
+    await cache.search("cube0", VectorQuery(vec(5), 5))
+    await asyncio.sleep(0.05)
+    assert inner.loads == ["cube0"] and cache.loaded("cube0")
+
+
+def test_the_settings_bound_the_index_in_front_of_a_lite_file(tmp_path) -> None:  # noqa: ANN001
+    """``VECTOR__LITE_CACHE_*`` reach the index a Milvus Lite file gets (nothing is opened)."""
+    from memstream.sinks.vector.factory import create_vector_store
+    from memstream.topics.settings import Settings, VectorSettings
+
+    settings = Settings(data_dir=tmp_path, vector=VectorSettings(
+        uri=str(tmp_path / "m.db"), lite_cache_max_vectors=500, lite_cache_max_cubes=7,
+        lite_cache_load_after_s=0))
+    store = create_vector_store(settings, DIM)
+    assert isinstance(store, CachedVectorStore)
+    assert (store.max_vectors, store.max_cubes, store.load_after_s) == (500, 7, 0)
+    default = create_vector_store(Settings(data_dir=tmp_path, vector=VectorSettings(
+        uri=str(tmp_path / "m.db"))), DIM)
+    assert isinstance(default, CachedVectorStore) and default.load_after_s == 1.0
