@@ -3,7 +3,7 @@ would build instead over the very chunks memstream ingests.
 
     python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--only ID]
                                           [--reuse DIR] [--variant FIELD=VALUE[,…]]
-                                          [--loo]
+                                          [--loo] [--cubes-as NAME]
 
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
@@ -156,8 +156,11 @@ def load(path: Path, skip: set[int], captions: bool = True,
     return out
 
 
+CUBE_PREFIX = ["locomo"]  # --cubes-as
+
+
 def cube_of(conv: Conversation, speaker: str) -> str:
-    return f"locomo-{conv.name}-{speaker}".lower().replace(" ", "-")
+    return f"{CUBE_PREFIX[0]}-{conv.name}-{speaker}".lower().replace(" ", "-")
 
 
 def cited(hit: ScoredMemory) -> Hit:
@@ -464,10 +467,18 @@ async def main() -> None:
     parser.add_argument("--reuse", "--keep", dest="keep", type=Path,
                         help="data dir to use and keep (default: temp); when it already holds "
                         "this ingestion, only the searches run again (ingestion takes minutes)")
+    parser.add_argument("--cubes-as", default="locomo", metavar="NAME",
+                        help="the cubes' names begin with NAME: the same conversations "
+                        "ingested again under another NAME into a --reuse dir add cubes beside "
+                        "the first ones (search latency on more cubes; the questions search "
+                        "NAME's cubes)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not args.path.is_file():
         parser.error(f"{args.path}: no such file")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", args.cubes_as):
+        parser.error(f"--cubes-as {args.cubes_as}: lowercase letters, digits and '-', at most 31")
+    CUBE_PREFIX[0] = args.cubes_as
     skip = {int(c) for c in args.skip_categories.split(",") if c.strip()}
     names = {int(k): v for k, v in (kv.split("=", 1) for kv in args.category_names.split(",")
                                     if "=" in kv)}
@@ -495,7 +506,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memstream-rq-") as tmp:
         data = args.keep or Path(tmp)
         settings = Settings(data_dir=data, kafka={"partitions": 4})
-        marker = data / "retrieval-quality.json"
+        named = "" if CUBE_PREFIX[0] == "locomo" else f"-{CUBE_PREFIX[0]}"
+        marker = data / f"retrieval-quality{named}.json"
         done = {"path": str(args.path.resolve()), "chunk": args.chunk,
                 "conversations": args.conversations, "only": sorted(args.only),
                 **({"client": client_shape} if client_shape else {})}

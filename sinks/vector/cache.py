@@ -61,6 +61,9 @@ class _CubeIndex:
     ids: list[str] = field(default_factory=list)
     matrix: np.ndarray | None = None  # rows follow ``ids``; None when stale
     inverse_norms: np.ndarray | None = None
+    # per (types, status) asked: which rows have them; emptied by every change
+    masks: dict[tuple[frozenset[str] | None, str | None], np.ndarray] = field(
+        default_factory=dict)
 
     @classmethod
     def of(cls, rows: CubeRows) -> _CubeIndex:
@@ -89,11 +92,13 @@ class _CubeIndex:
         self.records[record.id] = replace(record, vector=())
         self.row[record.id] = stored
         self.matrix = None
+        self.masks.clear()
 
     def drop(self, node_id: str) -> None:
         if self.records.pop(node_id, None) is not None:
             self.row.pop(node_id, None)
             self.matrix = None
+            self.masks.clear()
 
     def put_all(self, records: Sequence[VectorRecord]) -> None:
         for record in records:  # stored as float32, like the inner store does
@@ -107,11 +112,27 @@ class _CubeIndex:
         self.records.clear()
         self.row.clear()
         self.matrix = None
+        self.masks.clear()
 
     def mark(self, ids: Sequence[str], status: Status) -> None:
         for node_id in ids:
             if (record := self.records.get(node_id)) is not None:
                 self.records[node_id] = replace(record, status=status)
+        self.masks.clear()
+
+    def having(self, memory_types: Sequence[str] | None, status: str | None) -> np.ndarray:
+        """Which rows (in ``rows()`` order) are of those types and that status (None: any),
+        as the search expression selects them; kept until the index changes."""
+        key = (None if memory_types is None else frozenset(memory_types), status)
+        found = self.masks.get(key)
+        if found is None:
+            types = key[0]
+            found = self.masks[key] = np.fromiter(
+                ((types is None or r.memory_type in types)
+                 and (status is None or r.status == status)
+                 for r in map(self.records.__getitem__, self.ids)),
+                dtype=bool, count=len(self.ids))
+        return found
 
     def rows(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, their rows and the inverse of each row's norm."""
@@ -302,12 +323,14 @@ class CachedVectorStore:
         ids, matrix, inverse_norms = index.rows()
         if not ids:
             return []
-        scores = (matrix @ target) * inverse_norms
+        rows = np.flatnonzero(index.having(query.memory_types, query.status))
+        scores = ((matrix @ target) * inverse_norms)[rows]
         hits: list[VectorHit] = []
-        for row in np.argsort(-scores, kind="stable"):
-            record = index.records[ids[row]]
-            if record_answers(record, query):
-                hits.append(VectorHit(record.id, float(scores[row]), index.record(record.id)))
+        for at in np.argsort(-scores, kind="stable"):  # ties: in the order of the rows
+            record = index.records[ids[rows[at]]]
+            if not query.filters or record_answers(record, query):
+                hits.append(VectorHit(record.id, float(scores[at]), index.record(record.id)
+                                      if query.with_vectors else record))
                 if len(hits) == query.top_k:
                     break
         return hits

@@ -48,9 +48,17 @@ async def search_cubes(req: SearchRequest, deps: Deps) -> tuple[list[ScoredMemor
     if len(cubes) == 1:
         found, mode = await search(req, deps)
         return found, mode, {s.item.id: req.cube_id for s in found}
-    prepared = await prepare(req, deps, cubes)
+    # the query is embedded once for every cube, while each cube's word recalls run
+    preparing = asyncio.ensure_future(prepare(req, deps, cubes))
     one = [req.model_copy(update={"cube_id": cube, "cube_ids": ()}) for cube in cubes]
-    replies = await asyncio.gather(*(search(r, deps, prepared, reasoned=False) for r in one))
+    try:
+        replies = await asyncio.gather(*(search(r, deps, preparing, reasoned=False)
+                                         for r in one))
+    finally:
+        if not preparing.done():  # a cube's search failed before it waited for it
+            preparing.cancel()
+            await asyncio.gather(preparing, return_exceptions=True)
+    prepared = preparing.result()
     mode = replies[0][1]
     weights = await cube_weights(deps, cubes, [found for found, _ in replies],
                                  prepared.vectors[0])

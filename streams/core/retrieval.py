@@ -202,8 +202,11 @@ async def recall(
 
     async def vector_recall(vec: np.ndarray, memory_types: Sequence[MemoryType], k: int,
                             of_query: bool) -> None:
+        # the query's own hits carry their cosine: rerank needs no vector of theirs (reading
+        # 150 of them whole was most of a recall; a Milvus server sends each over the wire)
         query = VectorQuery(vec.tolist(), k, list(memory_types),
-                            None if names_status(filters) else "activated", filters)
+                            None if names_status(filters) else "activated", filters,
+                            with_vectors=not of_query)
         if all(vector_filter_supported(f) for f in filters):
             # The vector index applies every filter: keep the hits, read nodes later.
             found.add_hits(await deps.query.vector_search(req.cube_id, query), of_query)
@@ -430,12 +433,14 @@ async def prepare(req: SearchRequest, deps: Deps, cubes: Sequence[str]) -> Prepa
     return Prepared(np.stack(vectors), goal)
 
 
-async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = None,
+async def search(req: SearchRequest, deps: Deps,
+                 prepared: Prepared | asyncio.Future[Prepared] | None = None,
                  reasoned: bool = True) -> tuple[list[ScoredMemory], str]:
     """The memories of ``req.cube_id`` answering ``req``, best first, and the mode actually
-    used. ``prepared``: the query's vectors and goal when already worked out; ``reasoned``:
-    fine mode's reasoner picks from them (a search over several cubes asks it once, after
-    merging)."""
+    used. ``prepared``: the query's vectors and goal when already worked out, or being
+    worked out (a search over several cubes embeds the query once, while each cube's word
+    recalls run); ``reasoned``: fine mode's reasoner picks from them (a search over several
+    cubes asks it once, after merging)."""
     filters = parse_search_filter(req.search_filter)
     recipe = deps.settings.search.ranking
     pool = recipe.recall.candidates.size(req.top_k)
@@ -450,8 +455,8 @@ async def search(req: SearchRequest, deps: Deps, prepared: Prepared | None = Non
             deps.query, req.cube_id, deps.settings.search.episode_index_inline)
     worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
-        if prepared is None:
-            prepared = await prepare(req, deps, [req.cube_id])
+        if not isinstance(prepared, Prepared):
+            prepared = await (prepared or prepare(req, deps, [req.cube_id]))
         goal, vectors = prepared.goal, prepared.vectors
         query_vec = vectors[0]
         types = requested_types(req.memory_type)

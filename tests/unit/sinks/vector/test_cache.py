@@ -266,3 +266,39 @@ def test_the_settings_bound_the_index_in_front_of_a_lite_file(tmp_path) -> None:
     default = create_vector_store(Settings(data_dir=tmp_path, vector=VectorSettings(
         uri=str(tmp_path / "m.db"))), DIM)
     assert isinstance(default, CachedVectorStore) and default.load_after_s == 1.0
+
+
+async def test_held_searches_follow_every_change_of_type_and_status() -> None:
+    """The cache keeps which rows have a type and status between searches: a status set, a
+    record written or deleted since shows in the next search, as the store beneath has it;
+    a search for ids and scores only returns the same hits without their vectors."""
+    inner = InMemoryVectorStore(DIM)
+    await inner.upsert(records("cube0", 12))
+    cache = CachedVectorStore(inner, load_after_s=0)
+    await cache.warm("cube0")
+    query = VectorQuery(vec(3), 4, ["LongTermMemory"], "activated")
+
+    async def both() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        held = [(h.id, round(h.score, 5)) for h in await cache.search("cube0", query)]
+        beneath = [(h.id, round(h.score, 5)) for h in await inner.search("cube0", query)]
+        return held, beneath
+
+    held, beneath = await both()
+    assert held == beneath and held[0][0] == "cube0-n3"
+    await cache.set_status("cube0", ["cube0-n3"], "archived")
+    held, beneath = await both()
+    assert held == beneath and "cube0-n3" not in dict(held)
+    other = VectorRecord(id="u1", cube_id="cube0", user_id="u", memory_type="UserMemory",
+                         status="activated", vector=vec(3))
+    same = VectorRecord(id="l1", cube_id="cube0", user_id="u", memory_type="LongTermMemory",
+                        status="activated", vector=vec(3))
+    await cache.upsert([other, same])
+    held, beneath = await both()
+    assert held == beneath and held[0][0] == "l1" and "u1" not in dict(held)
+    await cache.delete("cube0", ["l1"])
+    held, beneath = await both()
+    assert held == beneath and "l1" not in dict(held)
+    bare = await cache.search("cube0", VectorQuery(vec(3), 4, ["LongTermMemory"], "activated",
+                                                   with_vectors=False))
+    assert [(h.id, round(h.score, 5)) for h in bare] == held
+    assert all(h.record.vector == () for h in bare) and cache.loaded("cube0")
