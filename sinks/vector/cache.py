@@ -12,7 +12,7 @@ A cube is loaded at its second use, not its first: when it is used again ``load_
 or more after its first miss (calls within that time are one use: a search asks a cube
 several times). Loading ~1,200 vectors takes Lite ~0.8 s of the worker's CPU, in slices
 the next searches wait behind, and a cube searched once (the long tail of a deployment's
-cubes) would pay it for nothing (docs/benchmarks.md, "a deployment's history").
+cubes) would pay it for nothing (docs/benchmarks.md, "searches at 100,000 turns").
 """
 
 from __future__ import annotations
