@@ -77,7 +77,7 @@ async def settle_graph(uri: str) -> None:
     the loading's aftermath (a fork serialising 100k nodes) is not timed as search."""
     import redis.asyncio as redis
 
-    client = redis.Redis.from_url(uri)
+    client = redis.Redis.from_url(uri, socket_timeout=None)
     try:
         while True:
             info = await client.info("persistence")

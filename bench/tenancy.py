@@ -130,7 +130,8 @@ class Baseline:
         self.collection = settings.vector.collection
         self.embedder = LocalEmbedder()
         self.milvus = MilvusClient(uri=settings.milvus_uri)
-        self.graph = FalkorDB.from_url(graph_uri).select_graph(settings.graph.database)
+        graph = FalkorDB.from_url(graph_uri, socket_timeout=None)
+        self.graph = graph.select_graph(settings.graph.database)
 
     async def search(self, cube: str, question: str, cold: bool) -> Timed:
         t0 = time.perf_counter()

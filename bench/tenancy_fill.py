@@ -126,7 +126,7 @@ async def saved(uri: str, timeout_s: float = 3600) -> None:
     log rewrite left running, so that the fill's aftermath is not timed as search."""
     import redis.asyncio as redis
 
-    client = redis.Redis.from_url(uri)
+    client = redis.Redis.from_url(uri, socket_timeout=None)
 
     async def busy() -> bool:
         info = await client.info("persistence")

@@ -21,6 +21,13 @@ from memstream.sinks.graph import cypher
 from memstream.sinks.graph.store import DEFAULT_BATCH, CypherGraphStore, Row, Statement
 from memstream.sinks.ports import StoreError, StoreUnavailable
 
+# redis-py 8 reads with a 5 s timeout unless told otherwise. A graph write of a large batch,
+# or any query while the server forks a snapshot of a big graph, may take longer; a read cut
+# off there would be sent again (harmless: every statement is an upsert or a MERGE) and could
+# time out again forever. So replies are awaited as long as they take, and only the connect
+# is bounded: a server that is not there fails in seconds.
+CONNECT_TIMEOUT_S = 5.0
+
 
 def _check_nul(value: object) -> None:
     if isinstance(value, str):
@@ -60,7 +67,8 @@ class FalkorDBGraphStore(CypherGraphStore):
             raise StoreError("graph_name must not be empty")
         self.uri = uri
         self.graph_name = graph_name
-        self._db = FalkorDB.from_url(uri)
+        self._db = FalkorDB.from_url(
+            uri, socket_timeout=None, socket_connect_timeout=CONNECT_TIMEOUT_S)
         self._graph = self._db.select_graph(graph_name)
 
     async def close(self) -> None:

@@ -34,6 +34,12 @@ SLOW = 30_000_000
 EFFECTS_THRESHOLD_US = 20_000
 
 
+def connect(uri: str) -> redis.asyncio.Redis:
+    """A client that waits for the slow write's reply (redis-py 8 gives up on a read after
+    5 s by default, and a loaded machine takes longer than that)."""
+    return redis.asyncio.Redis.from_url(uri, socket_timeout=None)
+
+
 async def query(client: redis.asyncio.Redis, text: str, **params: object) -> list[list[object]]:
     head = "".join(f"{name}={json.dumps(value)} " for name, value in params.items())
     reply = await client.execute_command(  # type: ignore[no-untyped-call]
@@ -92,7 +98,7 @@ async def test_graph_comes_back_after_stop_or_kill(tmp_path: Path, how: str) -> 
     server = FalkorDBServer(data)
     await server.start(detached=True)  # as `memstream up` does
     try:
-        client = redis.asyncio.Redis.from_url(server.uri)
+        client = connect(server.uri)
         await write_pattern(client)
         assert await read_all(client) == EXPECTED
         await client.aclose()
@@ -103,7 +109,7 @@ async def test_graph_comes_back_after_stop_or_kill(tmp_path: Path, how: str) -> 
     finally:
         await server.stop()
     async with FalkorDBServer(data) as again:
-        client = redis.asyncio.Redis.from_url(again.uri)
+        client = connect(again.uri)
         assert await read_all(client) == EXPECTED
         await client.aclose()
 
@@ -112,7 +118,7 @@ async def mixed_log(data: Path, sig: signal.Signals) -> FalkorDBServer:
     """A data dir as an older memstream left it: a log mixing queries and effects."""
     server = FalkorDBServer(data)
     await server.start()
-    client = redis.asyncio.Redis.from_url(server.uri)
+    client = connect(server.uri)
     await client.execute_command(  # type: ignore[no-untyped-call]
         "GRAPH.CONFIG", "SET", "EFFECTS_THRESHOLD", EFFECTS_THRESHOLD_US)
     await write_pattern(client)
@@ -149,7 +155,7 @@ async def test_a_crashing_log_after_a_clean_stop_recovers_from_the_snapshot(
     await mixed_log(data, signal.SIGTERM)
     with caplog.at_level(logging.WARNING, logger="memstream.local.falkordb"):
         async with FalkorDBServer(data) as recovered:
-            client = redis.asyncio.Redis.from_url(recovered.uri)
+            client = connect(recovered.uri)
             assert await read_all(client) == EXPECTED
             await client.aclose()
     kept = list(data.glob("appendonlydir.crashed-*"))
@@ -158,13 +164,13 @@ async def test_a_crashing_log_after_a_clean_stop_recovers_from_the_snapshot(
     # The new log replays: a kill after more writes loses nothing.
     server = FalkorDBServer(data)
     await server.start()
-    client = redis.asyncio.Redis.from_url(server.uri)
+    client = connect(server.uri)
     await query(client, "MATCH (n:M {k: 'c1'}) SET n.v = 7")
     await client.aclose()
     await kill(server, signal.SIGKILL)
     await server.stop()
     async with FalkorDBServer(data) as again:
-        client = redis.asyncio.Redis.from_url(again.uri)
+        client = connect(again.uri)
         assert await read_all(client) == [EXPECTED[0], [b"c1", 7, None, None]]
         await client.aclose()
 
@@ -183,7 +189,7 @@ async def test_a_crashing_log_after_a_kill_says_what_to_do_in_one_line(tmp_path:
     # last write, which the launcher cannot know from a killed run's log).
     (data / "appendonlydir").rename(data / "appendonlydir.crashed")
     async with FalkorDBServer(data) as server:
-        client = redis.asyncio.Redis.from_url(server.uri)
+        client = connect(server.uri)
         assert await read_all(client) == EXPECTED
         await client.aclose()
     assert (data / "appendonlydir" / "appendonly.aof.manifest").is_file()  # logging again
