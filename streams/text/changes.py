@@ -31,12 +31,20 @@ _EN_CHANGE = re.compile(
     r"went (?:fully )?(?:vegan|vegetarian)|passed away|died|as of|nowadays|any longer|"
     r"non-?smoker|ex-?(?:smoker|girlfriend|boyfriend|wife|husband|partner)|"
     r"put (?:\w+ )?down|(?:haven't|hasn't|have not|has not) \w+ (?:\w+ ){0,3}since|"
+    r"selling (?:my|the|our)|transferring|dropped out|got engaged|"
+    r"(?:dyed|bleached) (?:my|it)|(?:cut|chopped) (?:off )?(?:all )?my hair|"
+    r"(?:day|week|month) \d+ (?:without|sober|smoke-free)|"
+    r"\d+ (?:days?|weeks?|months?|years?) (?:without|sober|smoke-free|clean)|"
+    r"(?:been|stayed|staying|i'm|i am) sober|now that (?:i'm|i am|i've|i have|we're|we've)|"
+    r"(?:my|a) new (?:job|position|role|employer|company|place|apartment|flat|house|home|"
+    r"school|university|college|gym)|started (?:a new job|my new job|working at|at)|"
     r"now(?=\s*(?:[,.!;:)]|[-–—]|$)))\b",
     re.IGNORECASE)
 _ZH_CHANGE = tuple(words_of("""
     搬到 搬去 搬回 搬家 已经不 不再 再也不 换成 换了 换到 改成 改为 改学 改坐 改喝 改去 改用
     辞职 离职 辞掉 跳槽 戒了 戒掉 卖了 卖掉 分手 离婚 退休 退出 转学 转到 转行 变成 现在 如今
-    已经没 去世 走了 没续
+    已经没 去世 走了 没续 没再 入职 新公司 新工作 新单位 新东家 结婚了 婚后 领证 染回 染成 染了
+    剪了短发 剪短 剪了头发 退掉 转去
 """))
 # "Now" that looks back rather than says what holds: 到现在 (until now), 现在想想/现在看来/现在回想
 # (in hindsight). Matched at the 现在 (and one character before it, for 到).

@@ -127,7 +127,7 @@ async def test_get_all_pages_through_a_cube_larger_than_a_page(small_pages: Pipe
     client = small_pages.client
     texts = [f"Fact {i}: the user keeps note number {i} about " + "gardening, " * 130
              for i in range(12)]  # ~1,500 characters each: only a few fit in 12 KB
-    await client.wait_applied(await client.add_memories("pages", texts), timeout=60)
+    await client.wait_applied(await client.add_memories("pages", texts), timeout=120)
     first = await client.get_all_page("pages", memory_type="LongTermMemory")
     assert first.total == 12 and first.truncated and first.next_offset == len(first.nodes)
     assert 0 < len(first.nodes) < 7  # fewer than a page: cut to stay under 12,000 bytes

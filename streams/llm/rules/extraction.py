@@ -93,8 +93,9 @@ _EN_ASKS = re.compile(
     r"thoughts|suggestions|"
     r"recommendations|pls|please)\b", re.IGNORECASE)
 _ZH_CLAUSE = re.compile(rf"[，,、；;：:～~]+|\s+|{_EMOJI}")
-_ZH_ASKS = re.compile(r"[吗嘛呢]|什么|怎么|怎样|如何|哪|为什么|为啥|多少|几[个种点]|有没有|能不能|"
-                      r"可不可以|是不是|要不要|求推荐|推荐一下|请问")
+_ZH_ASKS = re.compile(r"[吗嘛呢]|什么|怎么|怎样|如何|哪|为什么|为啥|啥|多少|"
+                      r"几[个种点本部条家款样首]|有没有|能不能|可不可以|是不是|要不要|还是.{0,8}(?:好|划算|合适)|求推荐|"
+                      r"^推荐|推荐一下|请问")
 _JA_QUESTION_TAIL = re.compile(r"(?:か|の)[。．]?\s*$")
 _CJK_SCRIPTS = ("zh", "ja")
 
@@ -143,9 +144,16 @@ def _told_before_asking(sentence: str, script: Script) -> str | None:
     for start in starts:
         rest = sentence[start:]
         if asks.match(rest) if script == "latin" else asks.search(_first_clause(rest)):
-            told = sentence[:start].rstrip(" ,，;；:：、~～-–—")
-            return told or None
+            return _told(sentence[:start])
+    if len(starts) > 1:
+        # no clause asks in so many words ("一天两充，换电池还是换手机？", "my boyfriend's bday
+        # is next week, gift ideas under $100?"): the question mark ends the one that asks
+        return _told(sentence[:starts[-1]])
     return None
+
+
+def _told(head: str) -> str | None:
+    return head.rstrip(" ,，;；:：、~～-–—") or None
 
 
 def _first_clause(text: str) -> str:

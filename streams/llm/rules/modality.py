@@ -30,8 +30,11 @@ _EN_TRIP = re.compile(
     r"summer|week))\b", re.IGNORECASE)
 _ZH_PLAN = ("打算", "计划", "准备", "想要", "想去", "想申请", "想买", "想搬", "想学", "想换",
             "想做", "希望", "考虑",
-            "将要", "将会", "以后", "将来", "明天", "后天", "下周", "下个月", "下月", "明年",
+            "将要", "将会", "将来", "明天", "后天", "下周", "下个月", "下月", "明年",
             "下星期", "下礼拜", "要去")
+# 以后 opening a clause is "from now on, later" (以后我想当老师); after a deed it is "after"
+# (分手以后, 搬到苏州以后): what follows has happened.
+_ZH_LATER = re.compile(r"(?:^|[，,。；;！!？?\s]|我们?|你们?)以后")
 _ZH_TRIP = ("出差", "旅游", "旅行", "度假", "飞去", "飞往", "开会", "参观", "游玩", "探亲",
             "酒店", "住几天", "玩几天")
 
@@ -57,7 +60,7 @@ def mood(text: str) -> Mood:
     """``trip`` (travel, a visit, a stay away), ``plan`` (intended or future), else ``fact``."""
     if _EN_TRIP.search(text) or any(w in text for w in _ZH_TRIP):
         return "trip"
-    if _EN_PLAN.search(text) or any(w in text for w in _ZH_PLAN):
+    if _EN_PLAN.search(text) or any(w in text for w in _ZH_PLAN) or _ZH_LATER.search(text):
         return "plan"
     return "fact"
 

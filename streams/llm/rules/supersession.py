@@ -44,18 +44,24 @@ _WHEN_EN = frozenset({"last", "next", "week", "month", "year", "day", "ago", "ye
 _WHEN_ZH = frozenset("年月日号周天昨今明去前后上下个星期礼拜早晚")
 _HINT_STEMS = tuple((name, frozenset(stem(w) for w in en)) for name, en, _ in lx.CHANGE_HINTS)
 _WORD = re.compile(r"[a-z][a-z-]*")
+# Markers that only say "now" (not what changed): 现在, 如今, now, these days, nowadays.
+_NOW = re.compile(r"现在|如今|now|these days|nowadays", re.IGNORECASE)
+# Words that set an earlier time beside that "now".
+_THEN = re.compile(r"以前|之前|小时候|那时候?|那会儿?|当年|(?:上学|读书|上大学)的时候|"
+                   r"\b(?:back when|back in|when i was|years ago)\b", re.IGNORECASE)
 # A change that names what it changed, not the value it changed to: "switched my car
 # insurance", "changed banks", "换了个部门", "把手机套餐…换". It ends only a statement about
 # that thing ("I drive a Subaru" holds after a new insurer). "switched to X", "换成X" name
 # the new value instead and are not read here.
 _EN_CHANGED = re.compile(
-    r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed)\s+(?:my|our|the)\s+"
+    r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed|moved)\s+(?:my|our|the)\s+"
+    r"(?!(?:whole\s+)?(?:family|kids|life|stuff|things|belongings)\b)"
     r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|\b(?:switched|changed|swapped)\s+([a-z]+s)\b",
     re.IGNORECASE)
 _EN_STOP_AT = frozenset({"from", "to", "for", "with", "at", "in", "on", "and", "or", "but",
                          "over", "into", "because", "since", "after", "last", "this", "so"})
-_ZH_CHANGED = re.compile(r"把([\u4e00-\u9fff]{1,8}?)(?:换|改)|(?:换|改)了(?:个|一个|家(?!庭)|份)?"
-                         r"([\u4e00-\u9fff]{1,5})")
+_ZH_CHANGED = re.compile(r"把([\u4e00-\u9fff]{1,8}?)(?:换|改)|"
+                         r"(?:换|改)了(?:一?[个辆台部只条款双件]|家(?!庭)|份)?([\u4e00-\u9fff]{1,5})")
 
 
 def ends(existing: str, new: str, relation: Relation, *, existing_since: datetime | None,
@@ -87,10 +93,24 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
     about_a = _about(existing, a)
     if not _same_thing(a, b, marker, relation, about_a, _about(new, b)):
         return None
+    if _NOW.fullmatch(marker) and _THEN.search(new) and not _now_about(clause, a, about_a):
+        return None  # "以前单身的时候…，现在哪有时间": what is so now is something else
     if (thing := _changed_thing(clause)) is not None \
             and not _touches(thing, existing, a, b, about_a):
         return None  # "switched my car insurance" leaves the car
     return f"an explicit change ({marker!r}) replaces the earlier statement"
+
+
+def _now_about(clause: str, a: Statement, about_a: frozenset[str]) -> bool:
+    """Whether the clause that says what holds *now* is about what the earlier statement
+    (analysed as ``a``) states: a word, name or attribute they share. A bare "now" set
+    against another time the statement also tells of ("when I was single I gamed all
+    weekend, now I have no time") says what changed in its own clause only."""
+    c = analyse(clause)
+    if c.entities & a.entities or _about(clause, c) & about_a:
+        return True
+    return c.lang == a.lang and len(_topical(a.content, a.lang) & _topical(c.content, c.lang)) \
+        >= _SHARED[a.lang]
 
 
 def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
@@ -152,8 +172,8 @@ def _changed_thing(clause: str) -> tuple[str, ...] | None:
         if re.search(r"[A-Za-z0-9]", named) or re.match(r"\s*[A-Za-z0-9]", clause[m.end():]):
             return None  # a model or a name: the new value
         tagged = [(w, tag) for w, tag in zh_words(named) if tag.startswith(("n", "v"))]
-        if not tagged or tagged[-1][1] in ("nr", "ns", "nt", "nz"):
-            return None
+        if not tagged or any(tag in ("nr", "ns", "nt", "nz") for _, tag in tagged):
+            return None  # a name among them: the new value (换了辆比亚迪海豚)
         return tuple(w for w, _ in tagged)
     return None
 

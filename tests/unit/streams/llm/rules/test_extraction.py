@@ -387,6 +387,12 @@ async def test_rules_provider_turns_stand_in_failures_into_llm_error(
      "I teach 8th grade science in Columbus"),
     ("我住在台北，最近房租又涨了，有什么找房子的网站推荐吗", "我住在台北，最近房租又涨了"),
     ("我最近开始吃素了，有什么好吃的素菜推荐吗？", "我最近开始吃素了"),
+    # the clause that asks says so with no question word: the question mark ends it
+    ("住在深圳南山，每天去福田上班，坐地铁还是打车划算？", "住在深圳南山，每天去福田上班"),
+    ("在阿里做前端三年了，想提升一下系统设计能力，推荐几本书？",
+     "在阿里做前端三年了，想提升一下系统设计能力"),
+    ("my boyfriend Marcus's bday is next week, gift ideas under $100?",
+     "my boyfriend Marcus's bday is next week [week of 2025-03-17]"),
 ])
 def test_what_is_told_before_a_question_in_one_sentence_is_kept(said: str, kept: str) -> None:
     assert [m.value for m in rules(chat(("m1", "user", said))).memories] == [kept]
@@ -397,6 +403,8 @@ def test_what_is_told_before_a_question_in_one_sentence_is_kept(said: str, kept:
     "What do you think about hiking?",
     "对了，年终总结怎么写？",
     "你觉得我应该学法语吗",
+    "你觉得我该不该辞职？",
+    "can u help me write a slack msg to my manager asking for friday off?",
 ])
 def test_a_sentence_that_only_asks_is_still_skipped(asked: str) -> None:
     assert rules(chat(("m1", "user", asked))).memories == []

@@ -16,6 +16,10 @@ from memstream.streams.llm.rules.modality import held_back, mood, when
     ("I'm flying to Tokyo next week for a conference.", "trip"),
     ("我打算明年搬到深圳。", "plan"),
     ("We booked a flight for May 14.", "trip"),
+    ("分手以后一个人过周末有点不习惯。", "fact"),  # after a deed, 以后 is "after"
+    ("搬到了苏州以后发现小区里能遛狗的地方好少。", "fact"),
+    ("以后我想当老师。", "plan"),  # opening a clause, "later on"
+    ("我们以后去海边住。", "plan"),
 ])
 def test_mood(text: str, expected: str) -> None:
     assert mood(text) == expected

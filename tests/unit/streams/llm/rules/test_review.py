@@ -95,3 +95,34 @@ def test_a_job_or_a_diet_said_in_other_words_is_one_attribute_and_a_dad_is_not_t
         ("I eat a lot of chicken and beef, trying to bulk.",
          "been fully plant based since june, no meat at all anymore."),
     )) == [True, False, True]
+
+
+def test_changes_said_as_chat_says_them_end_what_they_change() -> None:
+    assert _closes((
+        ("my 2014 civic makes a clicking noise when i turn left.",
+         "ever since selling the civic i've been biking everywhere lol."),
+        ("无肉不欢的人求推荐红烧肉的做法，要那种肥而不腻的。", "我已经不吃肉了，吃素快两个月。"),
+        ("每天下班都要喝两瓶啤酒才睡得着。", "滴酒不沾快半年了。"),
+        ("我女朋友小雨下周生日。", "分手以后一个人过周末有点不习惯。"),
+        ("我那辆朗逸开了六年了，4S店保养一次报价八百多。", "朗逸卖掉了，换了辆比亚迪海豚。"),
+        ("长发太难打理了，每天吹头发要半小时。", "剪了短发之后早上能多睡二十分钟。"),
+    )) == [True] * 6
+
+
+def test_a_now_beside_another_time_ends_only_what_its_own_clause_is_about() -> None:
+    assert _closes((
+        ("i'm married w two kids under 6.", "以前单身的时候周末都在打游戏，现在哪有整块时间哈哈。"),
+        ("住在厦门思明区。", "以前在哈尔滨读书的时候零下三十度都扛得住，现在反而怕冷了。"),
+        ("我住在上海。", "我以前住在上海，现在住在北京了。"),
+        ("我每天早上喝咖啡。", "以前天天喝咖啡，现在喝茶。"),
+        ("I drive to work every day, about 40 min each way.",
+         "these days I take the Metro Expo line in, way less stressful."),
+    )) == [False, False, True, True, True]
+
+
+def test_moving_the_office_leaves_the_home() -> None:
+    assert _closes((
+        ("living in Madison WI, love it here.",
+         "moved my office to a new coworking space in Milwaukee 3 days a week."),
+        ("I live in Madison.", "Moved my whole family to Milwaukee last month."),
+    )) == [False, True]
