@@ -3,7 +3,7 @@ would build instead over the very chunks memstream ingests.
 
     python bench/retrieval_quality.py PATH [--chunk 5] [--conversations N] [--only ID]
                                           [--reuse DIR] [--variant FIELD=VALUE[,…]]
-                                          [--loo] [--cubes-as NAME]
+                                          [--loo] [--cubes-as NAME] [--worker-process]
 
 PATH is a LoCoMo-format JSON file (a list of samples with ``conversation``: sessions
 ``session_N`` of turns ``{speaker, dia_id, text}`` and ``session_N_date_time``, and ``qa``:
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -221,6 +222,31 @@ async def settle(settings: Settings, bootstrap: str, timeout: float = 3600) -> f
             return time.perf_counter() - t0
         await asyncio.sleep(2)
     raise TimeoutError(f"the pipeline still had records to process after {timeout:.0f}s")
+
+
+async def start_worker(scope: contextlib.AsyncExitStack, settings: Settings,
+                       stack: EmbeddedStack, own_process: bool) -> Worker | None:
+    """The worker in this process (returned: variants change its settings), or, with
+    ``own_process``, ``memstream worker`` in a process of its own, as a deployment runs it
+    (None): then nothing the bench keeps (every reply, the baselines' indexes) is in the heap
+    the worker's garbage collector walks between searches."""
+    if not own_process:
+        return await scope.enter_async_context(
+            Worker(settings, stack.bootstrap, stack.graph_uri))
+    from load import WorkerProcess, settings_env
+
+    run = settings.model_copy(update={
+        "kafka": settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap}),
+        "graph": settings.graph.model_copy(update={"uri": stack.graph_uri}),
+        "vector": settings.vector.model_copy(update={"uri": settings.milvus_uri})})
+    assert settings.data_dir is not None
+    env = {**settings_env(run), "MEMSTREAM_KAFKA__PARTITIONS": str(settings.kafka.partitions)}
+    if (keys := settings.erasure_key_dir) is not None:  # the embedded default: values sealed
+        env |= {"MEMSTREAM_ERASURE__ENABLED": "true", "MEMSTREAM_ERASURE__KEY_DIR": str(keys)}
+    proc = WorkerProcess(run, settings.data_dir / "worker.log", env)
+    await proc.start()
+    scope.push_async_callback(proc.stop)
+    return None
 
 
 async def memstream_replies(client: MemoryClient, conv: Conversation, q: Question, k: int,
@@ -467,6 +493,10 @@ async def main() -> None:
     parser.add_argument("--reuse", "--keep", dest="keep", type=Path,
                         help="data dir to use and keep (default: temp); when it already holds "
                         "this ingestion, only the searches run again (ingestion takes minutes)")
+    parser.add_argument("--worker-process", action="store_true",
+                        help="run the worker as `memstream worker` in its own process, as a "
+                        "deployment does (search latency without the bench's own heap in the "
+                        "worker's process); not with --variant or --loo")
     parser.add_argument("--cubes-as", default="locomo", metavar="NAME",
                         help="the cubes' names begin with NAME: the same conversations "
                         "ingested again under another NAME into a --reuse dir add cubes beside "
@@ -478,6 +508,9 @@ async def main() -> None:
         parser.error(f"{args.path}: no such file")
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,30}", args.cubes_as):
         parser.error(f"--cubes-as {args.cubes_as}: lowercase letters, digits and '-', at most 31")
+    if args.worker_process and (args.variant or args.loo):
+        parser.error("--worker-process: --variant and --loo change the settings of a worker "
+                     "in this process")
     CUBE_PREFIX[0] = args.cubes_as
     skip = {int(c) for c in args.skip_categories.split(",") if c.strip()}
     names = {int(k): v for k, v in (kv.split("=", 1) for kv in args.category_names.split(",")
@@ -511,9 +544,9 @@ async def main() -> None:
         done = {"path": str(args.path.resolve()), "chunk": args.chunk,
                 "conversations": args.conversations, "only": sorted(args.only),
                 **({"client": client_shape} if client_shape else {})}
-        async with EmbeddedStack(settings) as stack, \
-                Worker(settings, stack.bootstrap, stack.graph_uri) as worker, \
-                MemoryClient(settings, stack.bootstrap) as client:
+        async with EmbeddedStack(settings) as stack, contextlib.AsyncExitStack() as scope:
+            worker = await start_worker(scope, settings, stack, args.worker_process)
+            client = await scope.enter_async_context(MemoryClient(settings, stack.bootstrap))
             if args.no_ingest:
                 ingest_s, chunks = float("nan"), 0
                 print(f"searching what {data} holds (no ingestion, no wait)")
@@ -530,22 +563,24 @@ async def main() -> None:
             if not args.no_ingest:
                 waited = await settle(settings, stack.bootstrap)
                 print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
-            assert worker.deps is not None
-            counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
-                      for conv in convs for s in conv.speakers]
-            print("activated memories per cube (long-term / user / episodes): " + ", ".join(
-                f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
-                f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
+            if worker is not None and worker.deps is not None:
+                counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
+                          for conv in convs for s in conv.speakers]
+                print("activated memories per cube (long-term / user / episodes): " + ", ".join(
+                    f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
+                    f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
             await share_cubes(client, convs)
             await all_hits(client, convs[:1], depth, args.concurrency, [])  # warm the indexes
-            default_search = worker.deps.settings.search
+            default_search = worker.deps.settings.search if worker is not None and \
+                worker.deps is not None else settings.search
             variants = [*args.variant, *(TUNED if args.loo else ())]
             for variant in ["", *dict.fromkeys(variants)]:
                 changes = dict(kv.split("=", 1) for kv in variant.split(",") if "=" in kv)
                 preset = changes.pop("recipe", None)
                 changed = default_search.with_overrides(changes, preset)
-                worker.deps.settings = worker.deps.settings.model_copy(
-                    update={"search": changed})
+                if worker is not None and worker.deps is not None:
+                    worker.deps.settings = worker.deps.settings.model_copy(
+                        update={"search": changed})
                 label = f"memstream {variant}" if variant else "memstream fast (defaults)"
                 latency[label] = []
                 replies = await all_hits(client, convs, depth, args.concurrency,
@@ -559,8 +594,9 @@ async def main() -> None:
                             out.write(json.dumps({
                                 "conversation": name, "question": question,
                                 "hits": [h.model_dump(mode="json") for h in hits]}) + "\n")
-            worker.deps.settings = worker.deps.settings.model_copy(
-                update={"search": default_search})
+            if worker is not None and worker.deps is not None:
+                worker.deps.settings = worker.deps.settings.model_copy(
+                    update={"search": default_search})
     embedder: Embedder = LocalEmbedder()
     if args.keep:  # the baselines' passage vectors are kept with the ingestion
         embedder = CachedEmbedder(embedder, args.keep / "baseline-embeddings", "bench-e5", 256)
