@@ -159,6 +159,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     if v.token:
         env["MEMSTREAM_VECTOR__TOKEN"] = v.token.get_secret_value()
+    if settings.erasure.enabled:  # sealed values: the worker opens them with the same keys
+        env["MEMSTREAM_ERASURE__ENABLED"] = "true"
+        if settings.erasure.key_dir is not None:
+            env["MEMSTREAM_ERASURE__KEY_DIR"] = str(settings.erasure.key_dir)
     return env
 
 

@@ -296,8 +296,7 @@ async def run(args: argparse.Namespace) -> None:
             activate(keys)  # to open values for the breakdown by kind
             settings = settings.model_copy(update={"erasure": settings.erasure.model_copy(
                 update={"enabled": True, "key_dir": keys})})
-            env = {"MEMSTREAM_ERASURE__ENABLED": "true", "MEMSTREAM_ERASURE__KEY_DIR": str(keys)}
-            worker = WorkerProcess(settings, data / "worker.log", env)
+            worker = WorkerProcess(settings, data / "worker.log")
             await worker.start()
             prefix = settings.kafka.topic_prefix
             broker_dir = data / "broker"

@@ -233,17 +233,18 @@ async def start_worker(scope: contextlib.AsyncExitStack, settings: Settings,
     if not own_process:
         return await scope.enter_async_context(
             Worker(settings, stack.bootstrap, stack.graph_uri))
-    from load import WorkerProcess, settings_env
+    from load import WorkerProcess
 
+    keys = settings.erasure_key_dir  # the embedded default seals values: the same keys
     run = settings.model_copy(update={
         "kafka": settings.kafka.model_copy(update={"bootstrap_servers": stack.bootstrap}),
         "graph": settings.graph.model_copy(update={"uri": stack.graph_uri}),
-        "vector": settings.vector.model_copy(update={"uri": settings.milvus_uri})})
+        "vector": settings.vector.model_copy(update={"uri": settings.milvus_uri}),
+        "erasure": settings.erasure.model_copy(update={"enabled": keys is not None,
+                                                       "key_dir": keys})})
     assert settings.data_dir is not None
-    env = {**settings_env(run), "MEMSTREAM_KAFKA__PARTITIONS": str(settings.kafka.partitions)}
-    if (keys := settings.erasure_key_dir) is not None:  # the embedded default: values sealed
-        env |= {"MEMSTREAM_ERASURE__ENABLED": "true", "MEMSTREAM_ERASURE__KEY_DIR": str(keys)}
-    proc = WorkerProcess(run, settings.data_dir / "worker.log", env)
+    proc = WorkerProcess(run, settings.data_dir / "worker.log", {
+        "MEMSTREAM_KAFKA__PARTITIONS": str(settings.kafka.partitions)})
     await proc.start()
     scope.push_async_callback(proc.stop)
     return None
@@ -563,24 +564,23 @@ async def main() -> None:
             if not args.no_ingest:
                 waited = await settle(settings, stack.bootstrap)
                 print(f"the optimizer finished its backlog {waited:.0f}s later", flush=True)
-            if worker is not None and worker.deps is not None:
-                counts = [await worker.deps.store.graph.count_by_type(cube_of(conv, s))
+            deps = worker.deps if worker is not None else None  # None: in its own process
+            if deps is not None:
+                counts = [await deps.store.graph.count_by_type(cube_of(conv, s))
                           for conv in convs for s in conv.speakers]
                 print("activated memories per cube (long-term / user / episodes): " + ", ".join(
                     f"{c.get('LongTermMemory', 0)}/{c.get('UserMemory', 0)}/"
                     f"{c.get('EpisodicMemory', 0)}" for c in counts), flush=True)
             await share_cubes(client, convs)
             await all_hits(client, convs[:1], depth, args.concurrency, [])  # warm the indexes
-            default_search = worker.deps.settings.search if worker is not None and \
-                worker.deps is not None else settings.search
+            default_search = (deps.settings if deps is not None else settings).search
             variants = [*args.variant, *(TUNED if args.loo else ())]
             for variant in ["", *dict.fromkeys(variants)]:
                 changes = dict(kv.split("=", 1) for kv in variant.split(",") if "=" in kv)
                 preset = changes.pop("recipe", None)
                 changed = default_search.with_overrides(changes, preset)
-                if worker is not None and worker.deps is not None:
-                    worker.deps.settings = worker.deps.settings.model_copy(
-                        update={"search": changed})
+                if deps is not None:
+                    deps.settings = deps.settings.model_copy(update={"search": changed})
                 label = f"memstream {variant}" if variant else "memstream fast (defaults)"
                 latency[label] = []
                 replies = await all_hits(client, convs, depth, args.concurrency,
@@ -594,9 +594,8 @@ async def main() -> None:
                             out.write(json.dumps({
                                 "conversation": name, "question": question,
                                 "hits": [h.model_dump(mode="json") for h in hits]}) + "\n")
-            if worker is not None and worker.deps is not None:
-                worker.deps.settings = worker.deps.settings.model_copy(
-                    update={"search": default_search})
+            if deps is not None:
+                deps.settings = deps.settings.model_copy(update={"search": default_search})
     embedder: Embedder = LocalEmbedder()
     if args.keep:  # the baselines' passage vectors are kept with the ingestion
         embedder = CachedEmbedder(embedder, args.keep / "baseline-embeddings", "bench-e5", 256)

@@ -107,10 +107,7 @@ def _now_about(clause: str, a: Statement, about_a: frozenset[str]) -> bool:
     against another time the statement also tells of ("when I was single I gamed all
     weekend, now I have no time") says what changed in its own clause only."""
     c = analyse(clause)
-    if c.entities & a.entities or _about(clause, c) & about_a:
-        return True
-    return c.lang == a.lang and len(_topical(a.content, a.lang) & _topical(c.content, c.lang)) \
-        >= _SHARED[a.lang]
+    return bool(c.entities & a.entities or _about(clause, c) & about_a) or _share_words(a, c)
 
 
 def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
@@ -151,7 +148,13 @@ def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation,
         return True
     if a.lang != b.lang:
         return True  # words cannot be compared: the similarity that made them candidates
-    return len(_topical(a.content, a.lang) & _topical(b.content, b.lang)) >= _SHARED[a.lang]
+    return _share_words(a, b)
+
+
+def _share_words(a: Statement, b: Statement) -> bool:
+    """Whether two statements in one language share enough words that say more than when."""
+    return a.lang == b.lang and \
+        len(_topical(a.content, a.lang) & _topical(b.content, b.lang)) >= _SHARED[a.lang]
 
 
 def _changed_thing(clause: str) -> tuple[str, ...] | None:
