@@ -37,20 +37,26 @@ _EN_CHANGE = re.compile(
     r"\d+ (?:days?|weeks?|months?|years?) (?:without|sober|smoke-free|clean)|"
     r"(?:been|stayed|staying|i'm|i am) sober|now that (?:i'm|i am|i've|i have|we're|we've)|"
     r"(?:my|a) new (?:job|position|role|employer|company|place|apartment|flat|house|home|"
-    r"school|university|college|gym)|started (?:a new job|my new job|working at|at)|"
+    r"school|university|college|gym|boyfriend|girlfriend|partner|husband|wife|phone|car|bank|"
+    r"doctor|dentist|therapist|team|laptop|carrier|provider)|"
+    r"started (?:a new job|my new job|working at|at)|"
+    r"(?:got|been|was|just) promoted|promoted (?:me )?to|ditched|kicked the habit|"
+    r"dropped (?:my|the|our)|swapped (?:my|the|our|out)|"
     r"now(?=\s*(?:[,.!;:)]|[-–—]|$)))\b",
     re.IGNORECASE)
 _ZH_CHANGE = tuple(words_of("""
     搬到 搬去 搬回 搬家 已经不 不再 再也不 换成 换了 换到 改成 改为 改学 改坐 改喝 改去 改用
     辞职 离职 辞掉 跳槽 戒了 戒掉 卖了 卖掉 分手 离婚 退休 退出 转学 转到 转行 变成 现在 如今
     已经没 去世 走了 没续 没再 入职 新公司 新工作 新单位 新东家 结婚了 婚后 领证 染回 染成 染了
-    剪了短发 剪短 剪了头发 退掉 转去
+    剪了短发 剪短 剪了头发 退掉 转去 剪成 戒烟 戒酒 戒糖 戒咖啡 戒奶茶 升职 升为 被裁 裁员了 改行
+    换工作 送人了 送走了
 """))
 # "Now" that looks back rather than says what holds: 到现在 (until now), 现在想想/现在看来/现在回想
 # (in hindsight). Matched at the 现在 (and one character before it, for 到).
 _ZH_NOT_A_CHANGE = re.compile(r"(?<=到)现在|现在(?:想想|想来|想起|看来|回想|回头|想一想)")
-# 不/没 … 了 with at most six characters between: 不抽烟了, 不吃肉了, 没养狗了
-_ZH_NOT_ANY_MORE = re.compile(r"[不没][^，。,.!?！？]{1,6}了")
+# 不/没 … 了 with at most six characters between: 不抽烟了, 不吃肉了, 没养狗了; and a pet given
+# away (送给表妹养了)
+_ZH_NOT_ANY_MORE = re.compile(r"[不没][^，。,.!?！？]{1,6}了|送给[^，。,.!?！？]{1,4}养")
 
 # A statement that supposes, asks or wishes rather than states.
 _EN_UNREAL = re.compile(
@@ -60,6 +66,19 @@ _ZH_UNREAL = ("如果", "假如", "要是", "万一", "假设", "的话", "也�
 _CLAUSE_END = re.compile(r"[,，;；。!！?？:：]|\s[-–—]\s|\bbut\b|\bso\b", re.IGNORECASE)
 # Moves name a home: a move ends where one lives, not where one works.
 _MOVE = re.compile(r"\b(?:moved|relocated)\b|搬", re.IGNORECASE)
+# ... unless it moves within the home (我搬到次卧去睡了)
+_ZH_ROOM_MOVE = re.compile(r"搬(?:到|去|进|回)了?(?:次卧|主卧|客厅|书房|卧室|阳台|"
+                           r"小房间|大房间|隔壁房间|楼上|楼下)")
+# A statement that already denies what a cessation would end ("I don't smoke", "我不抽烟"):
+# "I quit years ago" agrees with it.
+_EN_DENIES = re.compile(r"^(?:i|we)\s+(?:don't|do not|never|no longer|am not|'m not|'ve never|"
+                        r"have never)\b|^i'm not\b", re.IGNORECASE)
+_ZH_DENIES = re.compile(r"^我?(?:也|从来|一直|从)?[不没]"
+                        r"(?!错|过|少|同|一样|到|久|止|仅|但|然|管|论|知道)")
+# The words of change that end something without naming what replaces it.
+_EN_CEASE = re.compile(r"no longer|(?:any|no) ?more|quit|stopped|gave up|given up|any longer|"
+                       r"non-?smoker|kicked the habit|ditched|sober|without", re.IGNORECASE)
+_ZH_CEASE = re.compile(r"戒|不再|已经不|再也不|已经没|[不没].*了")
 
 
 def change_marker(text: str) -> str | None:
@@ -93,3 +112,16 @@ def unreal(text: str) -> bool:
 
 def is_move(marker: str) -> bool:
     return bool(_MOVE.search(marker))
+
+
+def moves_within_home(clause: str) -> bool:
+    """A move from one room to another (我搬到次卧去睡了): the home stays."""
+    return bool(_ZH_ROOM_MOVE.search(clause))
+
+
+def already_denied(existing: str, marker: str) -> bool:
+    """Whether ``existing`` already denies what the cessation ``marker`` says stopped: "I don't
+    smoke" and then "I quit in college" agree; nothing ended."""
+    ceases = _EN_CEASE.search(marker) or _ZH_CEASE.search(marker)
+    text = existing.strip()
+    return bool(ceases) and bool(_EN_DENIES.match(text) or _ZH_DENIES.match(text))

@@ -167,7 +167,8 @@ def _self_or_relation(owner: str, word: str, name: str = "", modifier: str = "")
 # on to a verb ("Ted moved to Berlin").
 _DROPPED_I = re.compile(
     r"(?:[A-Z][a-z]{2,}ed|Got|Quit|Left|Sold|Took|Went|Made|Bought|Began|Gave|Lost|Found|Sent)"
-    r"\s+(?:my|our|to|the|a|an|from|up|out|off|back|over|into|in|on|at|for|with|away|it)\b")
+    r"\s+(?:my|our|to|the|a|an|from|up|out|off|back|over|into|in|on|at|for|with|away|it|all|"
+    r"rid|promoted|married|engaged|divorced|fired|hired|laid|dumped|accepted|admitted)\b")
 
 
 def _en_subject(text: str, owner: str) -> set[str]:

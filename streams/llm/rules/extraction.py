@@ -93,7 +93,8 @@ _EN_ASKS = re.compile(
     r"thoughts|suggestions|"
     r"recommendations|pls|please)\b", re.IGNORECASE)
 _ZH_CLAUSE = re.compile(rf"[，,、；;：:～~]+|\s+|{_EMOJI}")
-_ZH_ASKS = re.compile(r"[吗嘛呢]|什么|怎么|怎样|如何|哪|为什么|为啥|啥|多少|"
+_ZH_ASKS = re.compile(r"[吗嘛呢]|(?<!没)什么|(?<![不没])怎么|怎样|如何|哪(?!怕)|"
+                      r"为什么|为啥|啥|多少|"
                       r"几[个种点本部条家款样首]|有没有|能不能|可不可以|是不是|要不要|还是.{0,8}(?:好|划算|合适)|求推荐|"
                       r"^推荐|推荐一下|请问")
 _JA_QUESTION_TAIL = re.compile(r"(?:か|の)[。．]?\s*$")

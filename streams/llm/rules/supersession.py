@@ -27,9 +27,11 @@ from memstream.streams.prompts.conflict import Relation
 from memstream.streams.text import lexicon as lx
 from memstream.streams.text.changes import (
     SLACK,
+    already_denied,
     change_marker,
     is_move,
     marker_clause,
+    moves_within_home,
     unreal,
 )
 from memstream.streams.text.subjects import different_subjects, subject_of
@@ -54,10 +56,14 @@ _THEN = re.compile(r"以前|之前|小时候|那时候?|那会儿?|当年|(?:上
 # that thing ("I drive a Subaru" holds after a new insurer). "switched to X", "换成X" name
 # the new value instead and are not read here.
 _EN_CHANGED = re.compile(
-    r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed|moved)\s+(?:my|our|the)\s+"
+    r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed|moved)\s+"
+    r"(?:all\s+(?:of\s+)?)?(?:my|our|the)\s+"
     r"(?!(?:whole\s+)?(?:family|kids|life|stuff|things|belongings)\b)"
-    r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|\b(?:switched|changed|swapped)\s+([a-z]+s)\b",
+    r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|\b(?:switched|changed|swapped|moved)\s+"
+    r"(?!(?:states|towns|cities|countries|houses|homes|flats|apartments|places|across|towards|"
+    r"upstairs|downstairs|overseas|always|perhaps|this|us|is|was|has|as|plus|yes)\b)([a-z]+s)\b",
     re.IGNORECASE)
+_ZH_NUMBER = re.compile(r"(?:手机|电话)号码?")
 _EN_STOP_AT = frozenset({"from", "to", "for", "with", "at", "in", "on", "and", "or", "but",
                          "over", "into", "because", "since", "after", "last", "this", "so"})
 _ZH_CHANGED = re.compile(r"把([\u4e00-\u9fff]{1,8}?)(?:换|改)|"
@@ -77,6 +83,10 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
     # have time anymore" is a plan; "我不学法语了，打算明年去德国" is a change, then a plan
     if mood(so_far) != "fact" or unreal(so_far):
         return None
+    if is_move(marker) and moves_within_home(clause):
+        return None  # "我搬到次卧去睡了": the home stays
+    if already_denied(existing, marker):
+        return None  # "I don't smoke", then "I quit in college": nothing ended
     a, b = analyse(existing), analyse(new)
     if _not_the_same_person(existing, new, clause):
         return None
@@ -91,12 +101,15 @@ def ends(existing: str, new: str, relation: Relation, *, existing_since: datetim
             and any(_arrives_at(new, place) for place in a.entities):
         return None  # "I moved to Lyon" after "I live in Lyon": how the user got there
     about_a = _about(existing, a)
-    if not _same_thing(a, b, marker, relation, about_a, _about(new, b)):
+    # what the change names as changed, in its clause or the one before ("今年换了医保，从Blue
+    # Cross换成了Aetna"); a move that names a thing ("moved all my accounts to Ally") moves that
+    thing = _changed_thing(clause) or _changed_thing(so_far[:len(so_far) - len(clause)])
+    moves_home = is_move(marker) and thing is None
+    if not _same_thing(a, b, moves_home, relation, about_a, _about(new, b)):
         return None
     if _NOW.fullmatch(marker) and _THEN.search(new) and not _now_about(clause, a, about_a):
         return None  # "以前单身的时候…，现在哪有时间": what is so now is something else
-    if (thing := _changed_thing(clause)) is not None \
-            and not _touches(thing, existing, a, b, about_a):
+    if thing is not None and not _touches(thing, existing, a, b, about_a):
         return None  # "switched my car insurance" leaves the car
     return f"an explicit change ({marker!r}) replaces the earlier statement"
 
@@ -125,6 +138,7 @@ def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
 def _about(text: str, s: Statement) -> frozenset[str]:
     """The attributes ``text`` (analysed as ``s``) is about: the judge's frames and hints."""
     if s.lang == "zh":
+        text = _ZH_NUMBER.sub("号码", text)  # a phone number is not the phone
         hinted = {name for name, _, zh in lx.CHANGE_HINTS if any(w in text for w in zh)}
     else:
         stems = {stem(w) for w in _WORD.findall(text.lower())}
@@ -132,14 +146,14 @@ def _about(text: str, s: Statement) -> frozenset[str]:
     return s.frames | hinted
 
 
-def _same_thing(a: Statement, b: Statement, marker: str, relation: Relation,
+def _same_thing(a: Statement, b: Statement, moves_home: bool, relation: Relation,
                 about_a: frozenset[str], about_b: frozenset[str]) -> bool:
     """Whether the change is about what the earlier statement states. ``about_*``, the
     attributes each is about, only ever add evidence: a statement mentions more than the one
     attribute it sets ("the gym near the office"), so two statements are told apart by the
     judge's frames, unless what they are about overlaps ("took the metro to work" and "ride
     my e-bike to the office": a commute)."""
-    if is_move(marker) and "residence" not in about_a \
+    if moves_home and "residence" not in about_a \
             and (a.frames or not a.entities & b.entities):
         return False  # a move ends a home (or what was said of the place left), not a job
     if a.frames and b.frames and not a.frames & b.frames and not about_a & about_b:
@@ -172,9 +186,10 @@ def _changed_thing(clause: str) -> tuple[str, ...] | None:
         return tuple(words) or None
     if m := _ZH_CHANGED.search(clause):
         named = re.split(r"[从由跟]", m[1] or m[2])[0]  # 把手机套餐从移动换到联通: 手机套餐
+        named = _ZH_NUMBER.sub("号码", named)  # 换了手机号: the number, not the phone
         if re.search(r"[A-Za-z0-9]", named) or re.match(r"\s*[A-Za-z0-9]", clause[m.end():]):
             return None  # a model or a name: the new value
-        tagged = [(w, tag) for w, tag in zh_words(named) if tag.startswith(("n", "v"))]
+        tagged = [(w, tag) for w, tag in zh_words(named) if tag.startswith(("n", "v", "j"))]
         if not tagged or any(tag in ("nr", "ns", "nt", "nz") for _, tag in tagged):
             return None  # a name among them: the new value (换了辆比亚迪海豚)
         return tuple(w for w, _ in tagged)

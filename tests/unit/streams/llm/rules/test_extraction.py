@@ -393,6 +393,9 @@ async def test_rules_provider_turns_stand_in_failures_into_llm_error(
      "在阿里做前端三年了，想提升一下系统设计能力"),
     ("my boyfriend Marcus's bday is next week, gift ideas under $100?",
      "my boyfriend Marcus's bday is next week [week of 2025-03-17]"),
+    # 不怎么 ("not much"), 没什么 ("hardly any") and 哪怕 ("even if") do not ask
+    ("我家猫最近不怎么吃东西，一直趴着，是不是病了？", "我家猫最近不怎么吃东西，一直趴着"),
+    ("我最近没什么胃口，晚饭只喝粥，要去看医生吗", "我最近没什么胃口，晚饭只喝粥"),
 ])
 def test_what_is_told_before_a_question_in_one_sentence_is_kept(said: str, kept: str) -> None:
     assert [m.value for m in rules(chat(("m1", "user", said))).memories] == [kept]

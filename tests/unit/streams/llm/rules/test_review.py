@@ -126,3 +126,32 @@ def test_moving_the_office_leaves_the_home() -> None:
          "moved my office to a new coworking space in Milwaukee 3 days a week."),
         ("I live in Madison.", "Moved my whole family to Milwaukee last month."),
     )) == [False, True]
+
+
+def test_more_words_of_change_and_of_what_they_change() -> None:
+    assert _closes((
+        ("I'm a nurse at St Mary's, the night shifts are brutal.",
+         "Handed in my notice last week, I start at a clinic downtown in may."),
+        ("my rabbit chews every cable in the flat.", "our old bunny passed away in march."),
+        ("我每天下午都要来一杯奶茶。", "奶茶已经戒了，现在只喝白开水。"),
+        ("我开的是丰田卡罗拉，开了八年了。", "卡罗拉卖了，换了辆特斯拉。"),
+        ("我用的是vivo X90。", "换了华为Mate 60，用着挺顺手。"),
+        ("I support Arsenal, season ticket for five years.",
+         "I don't really follow my old club anymore, it's all basketball now."),
+        ("I'm a junior developer at a bank.", "Got promoted to senior engineer last week!"),
+        ("I bank with Barclays.", "Moved all my accounts over to Monzo last month."),
+        ("我一天抽一包烟。", "我戒烟三个月了。"),
+        ("我是长头发，快到腰了。", "把头发剪成短发了，洗头方便多了。"),
+    )) == [True] * 10
+
+
+def test_a_move_within_the_home_a_number_or_an_agreeing_stop_ends_nothing() -> None:
+    assert _closes((
+        ("I live in Leeds.", "we moved desks at work, I'm by the window now."),
+        ("我住在杭州滨江。", "我爸妈来住一阵，我搬到次卧去睡了。"),
+        ("I don't smoke.", "I quit smoking in college, and never went back."),
+        ("我不喝酒。", "大学毕业以后就戒酒了。"),
+        ("我用的是小米13。", "我把手机号换成新的了。"),
+        ("I see Dr. Wong at the Elm Street clinic.", "今年换了医保，从Cigna换成了Aetna。"),
+        ("在建设银行做柜员，天天站着。", "把常用的信用卡换成了招行的。"),
+    )) == [False] * 7
