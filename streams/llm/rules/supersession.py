@@ -59,10 +59,18 @@ _EN_CHANGED = re.compile(
     r"\b(?:switched|changed|swapped|replaced|upgraded|cancell?ed|moved)\s+"
     r"(?:all\s+(?:of\s+)?)?(?:my|our|the)\s+"
     r"(?!(?:whole\s+)?(?:family|kids|life|stuff|things|belongings)\b)"
+    r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|"
+    r"\b(?:(?:got|bought)\s+(?:a|an|my)|my)\s+(?:new|used|second-hand)\s+"
     r"([a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2})|\b(?:switched|changed|swapped|moved)\s+"
     r"(?!(?:states|towns|cities|countries|houses|homes|flats|apartments|places|across|towards|"
     r"upstairs|downstairs|overseas|always|perhaps|this|us|is|was|has|as|plus|yes)\b)([a-z]+s)\b",
     re.IGNORECASE)
+# A change made for someone else: "bought a used Tesla for my wife", "给我妈换了个手机"
+_FOR_SOMEONE = re.compile(
+    r"\bfor (?:my|our) (?:wife|husband|partner|son|daughter|kids?|mom|mum|dad|mother|father|"
+    r"sister|brother|girlfriend|boyfriend|parents|grandma|grandpa|friend)\b|"
+    r"给(?:我|咱)?(?:老婆|老公|爸|妈|爸妈|儿子|女儿|孩子|女朋友|男朋友|爷爷|奶奶)"
+    r"(?:买|换|办|订)", re.IGNORECASE)
 _ZH_NUMBER = re.compile(r"(?:手机|电话)号码?")
 _EN_STOP_AT = frozenset({"from", "to", "for", "with", "at", "in", "on", "and", "or", "but",
                          "over", "into", "because", "since", "after", "last", "this", "so"})
@@ -125,8 +133,11 @@ def _now_about(clause: str, a: Statement, about_a: frozenset[str]) -> bool:
 
 def _not_the_same_person(existing: str, new: str, clause: str) -> bool:
     """Whether the change is someone else's: the clause that says it is about a relative or
-    friend ("my dad quit smoking"), or about the user while the earlier statement is about a
-    relative; otherwise the subject rules of the relation judge (names, speakers)."""
+    friend ("my dad quit smoking"), or made for one ("bought a new car for my wife"), or about
+    the user while the earlier statement is about a relative; otherwise the subject rules of
+    the relation judge (names, speakers)."""
+    if _FOR_SOMEONE.search(clause):
+        return True
     said, before = subject_of(clause).keys, subject_of(existing).keys
     if said and all(k.startswith("rel:") for k in said):
         return not said & before  # the sister's move ends only what was said of the sister
@@ -176,10 +187,12 @@ def _changed_thing(clause: str) -> tuple[str, ...] | None:
     membership" -> ("puregym", "membership"); "部门"), or None when it names none (or names
     the new value: "换了个小米13")."""
     if m := _EN_CHANGED.search(clause):
-        if m[2]:
-            return (m[2].lower(),)
+        if m[3]:
+            return (m[3].lower(),)
+        if m[2] and re.search(r"[A-Z0-9]", m[2]):
+            return None  # "bought a used Tesla Model 3": a make, the new value
         words: list[str] = []
-        for word in m[1].lower().split():
+        for word in (m[1] or m[2]).lower().split():
             if word in _EN_STOP_AT:
                 break
             words.append(word)

@@ -155,3 +155,23 @@ def test_a_move_within_the_home_a_number_or_an_agreeing_stop_ends_nothing() -> N
         ("I see Dr. Wong at the Elm Street clinic.", "今年换了医保，从Cigna换成了Aetna。"),
         ("在建设银行做柜员，天天站着。", "把常用的信用卡换成了招行的。"),
     )) == [False] * 7
+
+
+def test_changes_in_the_words_english_chat_uses_for_them() -> None:
+    assert _closes((
+        ("I work at Deloitte as an auditor.", "I joined Stripe last month as a data analyst."),
+        ("I'm a student at Ohio State.", "I graduated in May, so weird not having classes."),
+        ("I drive to work, about 30 minutes each way.", "I started biking to work in March."),
+        ("My hair is dark brown and down to my shoulders.", "I went blonde over the summer."),
+        ("I use a Pixel 6 and the battery is dying.", "I got a new phone, it's an iPhone 15."),
+        ("My girlfriend Ana loves hiking.", "We split in the spring, I'm single again."),
+    )) == [True] * 6
+
+
+def test_joining_or_buying_something_beside_what_was_said_ends_nothing() -> None:
+    assert _closes((
+        ("I support Leeds, season ticket and all.", "I joined a running club in the park."),
+        ("I have a cat named Mochi.", "I bought a new scratching post for her."),
+        ("I drive a 2012 Honda Civic.", "I bought a used Tesla Model 3 for my wife."),
+        ("I'm a student at Ohio State.", "My brother graduated from Purdue in May."),
+    )) == [False] * 4
