@@ -8,8 +8,12 @@ handle that could write one store behind the other's back.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
 
 from memstream.sinks.ports import (
+    CubeRows,
     Direction,
     Filter,
     FilterField,
@@ -139,6 +143,20 @@ class MemoryQuery:
     async def vectors(self, cube_id: str, ids: Sequence[str]) -> list[VectorRecord]:
         """The stored vectors (with their metadata) of those ``ids`` that have one."""
         return await self._vectors.get(cube_id, ids)
+
+    async def vector_rows(self, cube_id: str, ids: Sequence[str]) -> CubeRows:
+        """``vectors`` with the vectors apart, as one float32 matrix (row i: record i's): a
+        store that holds them so (the in-memory cache) hands them over without building 384
+        Python floats per record, which a search then turned back into an array."""
+        rows = getattr(self._vectors, "get_rows", None)
+        if rows is not None:
+            found: CubeRows = await rows(cube_id, ids)
+            return found
+        records = await self._vectors.get(cube_id, ids)
+        if not records:
+            return CubeRows.empty(self._vectors.dim)
+        return CubeRows([replace(r, vector=()) for r in records],
+                        np.asarray([r.vector for r in records], dtype=np.float32))
 
     async def vector_search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Raw nearest vectors (not joined with the graph: ``MemoryStore.search`` is)."""

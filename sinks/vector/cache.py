@@ -285,6 +285,19 @@ class CachedVectorStore:
             return await self._through(self.inner.get(cube_id, ids))
         return [index.record(i) for i in dict.fromkeys(ids) if i in index.records]
 
+    async def get_rows(self, cube_id: str, ids: Sequence[str]) -> CubeRows:
+        """``get``, the vectors apart (``CubeRows``): rows of the cube's matrix as held."""
+        if (index := await self._lookup(cube_id)) is None:
+            records = await self._through(self.inner.get(cube_id, ids))
+            if not records:
+                return CubeRows.empty(self.dim)
+            return CubeRows([replace(r, vector=()) for r in records],
+                            np.asarray([r.vector for r in records], dtype=np.float32))
+        found = [i for i in dict.fromkeys(ids) if i in index.records]
+        if not found:
+            return CubeRows.empty(self.dim)
+        return CubeRows([index.records[i] for i in found], np.stack([index.row[i] for i in found]))
+
     async def all_records(self, cube_id: str) -> list[VectorRecord]:
         if (index := await self._lookup(cube_id)) is None:
             return await self._through(self.inner.all_records(cube_id))

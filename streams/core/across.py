@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memstream.sinks.ports import VectorRecord
+from memstream.sinks.ports import CubeRows
 from memstream.streams.core.distinct import distinct
 from memstream.streams.core.retrieval import (
     cosine_standing,
@@ -82,10 +82,10 @@ async def cube_weights(deps: Deps, cubes: Sequence[str],
                        query_vec: np.ndarray) -> list[float]:
     """Per cube, the factor that puts its scores on the scale of all (module docstring)."""
     stored = await asyncio.gather(*(
-        deps.query.vectors(cube, [s.item.id for s in found]) if found else _none()
+        deps.query.vector_rows(cube, [s.item.id for s in found]) if found else _none()
         for cube, found in zip(cubes, replies, strict=True)))
-    per_cube = [[float(np.dot(np.asarray(r.vector, dtype=np.float32), query_vec))
-                 for r in records] for records in stored]
+    per_cube = [(rows.vectors @ query_vec).tolist() if rows is not None and rows.records else []
+                for rows in stored]
     everything = [c for cosines in per_cube for c in cosines]
     if not everything:
         return [1.0] * len(cubes)
@@ -94,5 +94,5 @@ async def cube_weights(deps: Deps, cubes: Sequence[str],
                            among=everything)
 
 
-async def _none() -> list[VectorRecord]:
-    return []
+async def _none() -> CubeRows | None:
+    return None

@@ -278,13 +278,17 @@ async def rerank(
     missing = [i for i in dict.fromkeys([*candidates.items, *candidates.unread])
                if i not in candidates.records]
     records = dict(candidates.records)
+    read: dict[str, np.ndarray] = {}  # the vectors of ``missing``, rows as stored
     if missing:
-        records.update({r.id: r for r in await deps.query.vectors(cube_id, missing)})
+        rows = await deps.query.vector_rows(cube_id, missing)
+        for record, vector in zip(rows.records, rows.vectors, strict=True):
+            records[record.id], read[record.id] = record, vector
     # a node whose vector is not written yet is not searchable yet
     ids = [i for i in candidates.ids() if i in records]
     cosines = dict(candidates.cosines)  # the vector search's own scores, where it has them
     if rest := [i for i in ids if i not in cosines]:
-        matrix = np.asarray([records[i].vector for i in rest], dtype=np.float32)
+        matrix = np.stack([read[i] if i in read else
+                           np.asarray(records[i].vector, dtype=np.float32) for i in rest])
         cosines.update(zip(rest, (matrix @ query_vec).tolist(), strict=True))
     searchable = set(ids)
     lists = {name: [i for i in ranked if i in searchable]
@@ -466,7 +470,8 @@ async def search(req: SearchRequest, deps: Deps,
         if turn_ranked:
             turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
                 deps, req.cube_id, req.query, query_vec, filters, want,
-                statements=any(t in types for t in STORED_TYPES)))
+                statements=any(t in types for t in STORED_TYPES),
+                recount=req.after is not None))  # the caller's write: in the index
         try:
             candidates = await recall(req, deps, goal, filters, vectors, pool,
                                       keyed if goal.mode_used == "fast" else None,

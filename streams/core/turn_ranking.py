@@ -118,14 +118,16 @@ async def _statement_cosines(
 
 async def rank_windows(
     deps: Deps, cube_id: str, query: str, query_vec: np.ndarray, filters: Sequence[Filter],
-    want: int, statements: bool = True,
+    want: int, statements: bool = True, recount: bool = False,
 ) -> tuple[list[Window], EpisodeIndex, np.ndarray]:
     """The ``want`` best excerpts of the cube's episodes for ``query``, the index, and which
     of its turns the filters allow. ``statements``: a hit may be the statement of its turn
-    (when it passes the filters too)."""
+    (when it passes the filters too); ``recount``: the index is checked against the store
+    now (``EpisodeIndexes.get``)."""
     recipe = deps.settings.search.ranking
     recall, fusion, excerpts = recipe.recall, recipe.fusion, recipe.excerpts
-    index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id)
+    index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id,
+                                                                    recount)
     n = len(index.turns)
     if not n:
         return [], index, np.zeros(0, dtype=bool)

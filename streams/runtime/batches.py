@@ -133,7 +133,7 @@ class BoundTopics:
         futures = []
         for out in coalesce_links(outgoing):  # an event's edges in one announcement
             key = out.key if out.key is not None else out.event.kafka_key
-            value = out.spec.encode(out.event)
+            value = out.value if out.value is not None else out.spec.encode(out.event)
             headers = headers_for(out.event, value, self.signer, out.headers or None)
             if via is not None:
                 name = out.spec.name(self.settings) if out.topic is None else out.topic

@@ -174,6 +174,9 @@ class Outgoing:
     then: Callable[[], Awaitable[object]] | None = field(default=None, compare=False)
     # the trace context it carries (``streams.runtime.tracing.stamp``; empty: the sender's)
     headers: tuple[tuple[str, bytes], ...] = field(default=(), compare=False)
+    # the event as ``spec`` encodes it, when the sender encoded it already (a reply's size
+    # is checked on its encoding): sent as it is
+    value: bytes | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -98,11 +98,14 @@ def _reply_address(raw: bytes | None) -> dict[str, Any] | None:
             else "client"}
 
 
-def reply_outgoing(deps: Deps, address: dict[str, Any], reply: Reply) -> Outgoing:
+def reply_outgoing(deps: Deps, address: dict[str, Any], reply: Reply,
+                   value: bytes | None = None) -> Outgoing:
+    """``value``: the reply already encoded as its spec would (``_bounded``)."""
     topic = address.get("reply_to") or REPLIES.name(deps.settings)
-    return Outgoing(reply_spec(address), reply,
-                    key=str(address.get("requester", "client")).encode(),
-                    topic=topic, partition=address.get("reply_partition"))
+    spec = reply_spec(address)
+    return Outgoing(spec, reply, key=str(address.get("requester", "client")).encode(),
+                    topic=topic, partition=address.get("reply_partition"),
+                    value=value if spec is REPLIES else None)
 
 
 def _error(deps: Deps, address: dict[str, Any], exc: BaseException) -> Reply:
@@ -210,19 +213,26 @@ def _viewed(req: RequestBase, resolve: Callable[[str], str]) -> RequestBase:
 def _size(reply: Reply, plain: bytes | None = None) -> int:
     """A reply's size for the limit: its JSON as the client opens it (``plain``, made here if
     not given), or the record as sent when that is larger (sealed fields)."""
+    return _sized(reply, plain)[0]
+
+
+def _sized(reply: Reply, plain: bytes | None = None) -> tuple[int, bytes]:
+    """``_size``, and the record as sent."""
     plain = REPLIES.plain(reply) if plain is None else plain
-    return max(len(plain), len(REPLIES.encode(reply, plain)))
+    sent = REPLIES.encode(reply, plain)
+    return max(len(plain), len(sent)), sent
 
 
-def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
+def _bounded(reply: Reply, limits: LimitsSettings) -> tuple[Reply, bytes | None]:
     """The reply as it may be sent: at most ``limits.event_bytes`` (``_size``), a page cut
-    again until it fits."""
+    again until it fits; and, when it is sent as it came, the record already encoded (a
+    search's reply was encoded three times: twice here, once more to send it)."""
     json = REPLIES.plain(reply)
     if len(json) <= limits.event_bytes and not sealing_active():
-        return reply  # sent as it is: sealed fields grow by a third and a head each
-    size = _size(reply, json)
+        return reply, json  # sent as it is: sealed fields grow by a third and a head each
+    size, sent = _sized(reply, json)
     if size <= limits.event_bytes:
-        return reply
+        return reply, sent
     result = reply.result
     if isinstance(result, NodesResult) and result.total is not None and result.nodes:
         empty = reply.model_copy(update={"result": result.model_copy(update={"nodes": ()})})
@@ -240,9 +250,9 @@ def _bounded(reply: Reply, limits: LimitsSettings) -> Reply:
                                              "next_offset": end})
             cut = reply.model_copy(update={"result": page})
             if _size(cut) <= limits.event_bytes:
-                return cut
+                return cut, None
             keep = min(keep - 1, int(keep * 0.9))
-    return too_large(reply, size, limits)
+    return too_large(reply, size, limits), None
 
 
 def too_large(reply: Reply, size: int, limits: LimitsSettings, why: str = "") -> Reply:
@@ -322,6 +332,8 @@ async def answer(raw: RawRecord, deps: Deps, wait: WaitApplied) -> Answer:
         return Answer([reply_outgoing(deps, address, _error(deps, address, exc))], request=req)
     reply = Reply(user_id=req.user_id, cube_id=req.cube_id, occurred_at=deps.clock(),
                   correlation_id=req.correlation_id, ok=True, result=result)
+    encoded: bytes | None = None
     if not isinstance(req, DataKeyRequest):  # a wrapped key is small, and never sealed
-        reply = _bounded(reply, limits)
-    return Answer([reply_outgoing(deps, address, reply)], used if reply.ok else [], cube_of, req)
+        reply, encoded = _bounded(reply, limits)
+    return Answer([reply_outgoing(deps, address, reply, encoded)], used if reply.ok else [],
+                  cube_of, req)

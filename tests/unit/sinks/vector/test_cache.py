@@ -302,3 +302,30 @@ async def test_held_searches_follow_every_change_of_type_and_status() -> None:
                                                    with_vectors=False))
     assert [(h.id, round(h.score, 5)) for h in bare] == held
     assert all(h.record.vector == () for h in bare) and cache.loaded("cube0")
+
+
+async def test_rows_of_ids_are_the_vectors_and_records_of_get_held_or_not() -> None:
+    """``MemoryQuery.vector_rows`` (what a search's rerank reads): the records ``get``
+    returns, in its order, each vector a row of one float32 matrix, whether the cube is held
+    in memory, not yet loaded, or the store has no cache at all; unknown ids are left out."""
+    from memstream.sinks.graph.memory import InMemoryGraphStore
+    from memstream.sinks.query import MemoryQuery
+
+    inner = InMemoryVectorStore(DIM)
+    await inner.upsert(records("cube0", 6))
+    ids = ["cube0-n4", "nope", "cube0-n1", "cube0-n4"]
+    expected = await inner.get("cube0", ids)
+    assert [r.id for r in expected] == ["cube0-n4", "cube0-n1"]
+    cold = CachedVectorStore(inner, load_after_s=60)  # never loaded in this test
+    held = CachedVectorStore(inner, load_after_s=0)
+    await held.warm("cube0")
+    for store in (inner, cold, held):
+        rows = await MemoryQuery(InMemoryGraphStore(), store).vector_rows("cube0", ids)
+        assert rows.vectors.dtype == np.float32 and rows.vectors.shape == (2, DIM)
+        assert [r.id for r in rows.records] == ["cube0-n4", "cube0-n1"]
+        assert [r.key for r in rows.records] == [r.key for r in expected]
+        assert np.array_equal(rows.vectors, np.asarray([r.vector for r in expected],
+                                                       dtype=np.float32))
+    assert cold.loaded("cube0") is False and held.loaded("cube0")
+    empty = await MemoryQuery(InMemoryGraphStore(), held).vector_rows("cube0", ["nope"])
+    assert empty.records == [] and empty.vectors.shape == (0, DIM)

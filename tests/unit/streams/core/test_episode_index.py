@@ -118,3 +118,35 @@ async def test_a_cube_indexed_in_the_background_is_read_in_pages_with_the_same_a
     paged = await indexes.get(query, "cube0")
     assert reads == [(0, 3), (3, 3), (6, 3)]
     assert answers(paged) == answers(inline) and len(paged.episodes) == 7
+
+
+async def test_an_episode_added_is_in_the_index_within_the_recount_window_or_at_once_when_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    query = await store_with(1, episodes=1)
+    graph = query._graph
+    indexes = EpisodeIndexes()
+    counts = 0
+    count = query.count_by_type
+
+    async def counted(*args: object, **kwargs: object) -> dict[str, int]:
+        nonlocal counts
+        counts += 1
+        return await count(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(query, "count_by_type", counted)
+    clock = [1000.0]
+    monkeypatch.setattr(episode_index.time, "monotonic", lambda: clock[0])
+    first = await indexes.get(query, "cube0")
+    added = first.episodes[0].model_copy(update={"id": "cube0-e1"})  # a second episode
+    await graph.upsert_nodes("cube0", [added])
+    clock[0] += episode_index.COUNT_EVERY_S / 2
+    before = counts
+    # back-to-back searches use the index without asking the store again ...
+    assert await indexes.get(query, "cube0") is first and counts == before
+    # ... a search waiting for its caller's write counts, and finds the new episode
+    fresh = await indexes.get(query, "cube0", recount=True)
+    assert counts == before + 1 and len(fresh.episodes) == 2
+    # ... and every search counts once the last count is COUNT_EVERY_S old
+    clock[0] += episode_index.COUNT_EVERY_S
+    await indexes.get(query, "cube0")
+    assert counts == before + 2

@@ -246,10 +246,13 @@ def test_a_reply_over_the_byte_limit_becomes_an_error_naming_it() -> None:
     result = SearchResult(memories=tuple(ScoredMemory(item=item, score=1.0) for item in items))
     reply = Reply(user_id="u", correlation_id="c", ok=True, result=result)  # type: ignore[call-arg]
     small = LimitsSettings(event_bytes=5_000)
-    bounded = _bounded(reply, small)
+    bounded, encoded = _bounded(reply, small)
     assert not bounded.ok and bounded.result is None and bounded.error is not None
     assert "the limit is 5,000 (MEMSTREAM_LIMITS__EVENT_BYTES)" in bounded.error.message
-    assert _bounded(reply, LIMITS) is reply
+    assert encoded is None  # the error is encoded when sent
+    kept, encoded = _bounded(reply, LIMITS)
+    # a reply within the limit goes as it came, encoded once: as the topic would encode it
+    assert kept is reply and encoded == REPLIES.encode(reply)
 
 
 async def test_a_search_without_after_reads_vectors_relaxed_and_one_with_after_exactly(
