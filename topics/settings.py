@@ -254,9 +254,10 @@ class WorkerSettings(BaseModel):
     # A slow stage that still moves is never reported. The optimizer's partitions count as
     # moving while it handles any of its topics: it takes the most urgent one first on purpose.
     stall_after_s: float = Field(default=300.0, gt=0)
-    # How often the worker deletes requests and replies older than two minutes from the
-    # broker (``memstream/kafka/trim.py``); 0: never (the broker's retention.ms alone).
-    trim_interval_s: float = Field(default=30.0, ge=0)
+    # How often the worker deletes from the broker the requests older than two minutes and
+    # the replies older than 20 s (``memstream/kafka/trim.py``); 0: never (the broker's
+    # retention.ms alone).
+    trim_interval_s: float = Field(default=10.0, ge=0)
     stage_retries: int = Field(default=3, ge=0)
     retry_backoff_s: float = Field(default=0.2, ge=0)
     doc_chunk_chars: int = Field(default=1200, ge=200)

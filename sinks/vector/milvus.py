@@ -80,6 +80,20 @@ _WRITE_METHODS = frozenset({"insert", "upsert", "delete", "flush", "create_parti
 _READ_METHODS = frozenset({"search", "query", "get"})
 
 
+def _check_scipy_once() -> None:
+    """pymilvus looks for ``scipy.sparse`` on a client's first search by executing that
+    module by hand, outside the import lock: the first searches of two cubes at once (each
+    in a thread of its own) ran it twice concurrently, and one failed with "partially
+    initialized module 'scipy.sparse._bsr'" (a worker's first searches after a start, while
+    no cube's vectors were held yet). Done once, here, before any thread searches."""
+    from pymilvus.client import utils
+
+    with _LITE_LOCK:
+        check = getattr(getattr(utils, "SciPyHelper", None), "_init", None)
+        if callable(check):
+            check()
+
+
 class MilvusVectorStore:
     """Embeddings keyed by (cube, node id) in one Milvus collection, searched within one cube.
 
@@ -105,6 +119,7 @@ class MilvusVectorStore:
     ) -> None:
         if dim <= 0:
             raise StoreError(f"vector dimension must be positive, got {dim}")
+        _check_scipy_once()
         self._lite = uri.endswith(".db")
         self._uri = str(Path(uri).expanduser().resolve()) if self._lite else uri
         self._write_lock: threading.Lock | None = None  # one per Lite file, see _LITE_WRITES

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from memstream.kafka.admin import ensure_topics
-from memstream.kafka.trim import trim_once
+from memstream.kafka.trim import KEEP_S, REPLY_KEEP_S, trim_once
 from memstream.local.broker import NoidaBroker
 from memstream.local.broker_snapshot import DATA_FILE
 from memstream.topics.registry import MEMORY_ITEMS, REPLIES, REQUESTS, consumer_group
@@ -62,6 +63,53 @@ async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
                    TopicPartition(MEMORY_ITEMS.name(settings), 0)]
             starts = await reader.beginning_offsets(tps)
             assert [starts[tp] for tp in tps] == [200, 3, 0]  # items are never trimmed
+        finally:
+            await reader.stop()
+    finally:
+        await broker.stop()
+
+
+async def test_a_reply_leaves_the_broker_after_seconds_and_a_request_after_minutes(
+    tmp_path: Path,
+) -> None:
+    """By default (the worker's trim), replies older than ``REPLY_KEEP_S`` go: their client
+    read them as they came; requests stay ``KEEP_S``, and replies younger than theirs stay."""
+    broker = NoidaBroker(tmp_path / "broker")
+    bootstrap = await broker.start()
+    try:
+        settings = Settings(data_dir=tmp_path, app_id="trim",
+                            kafka={"bootstrap_servers": bootstrap, "partitions": 1})
+        await ensure_topics(settings, bootstrap)
+        now_ms = int(time.time() * 1000)
+        aged = now_ms - int((REPLY_KEEP_S + 30) * 1000)  # older than a reply's keep time
+        assert aged > now_ms - KEEP_S * 1000  # but not a request's
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            for topic in (REPLIES, REQUESTS):
+                for at in (aged, aged, now_ms):
+                    await producer.send(topic.name(settings), b"{}", key=b"c",
+                                        timestamp_ms=at)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        requests = TopicPartition(REQUESTS.name(settings), 0)
+        lane = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                group_id=consumer_group(settings, REQUESTS))
+        await lane.start()
+        try:  # the worker has taken every request: only their age keeps them
+            lane.assign([requests])
+            await lane.commit({requests: OffsetAndMetadata(3, "")})
+        finally:
+            await lane.stop()
+        assert await trim_once(settings, bootstrap) == 2
+        reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        await reader.start()
+        try:
+            tps = [TopicPartition(REPLIES.name(settings), 0),
+                   TopicPartition(REQUESTS.name(settings), 0)]
+            starts = await reader.beginning_offsets(tps)
+            assert [starts[tp] for tp in tps] == [2, 0]  # the fresh reply and every request
         finally:
             await reader.stop()
     finally:
