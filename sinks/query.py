@@ -7,6 +7,7 @@ handle that could write one store behind the other's back.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -161,3 +162,31 @@ class MemoryQuery:
     async def vector_search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Raw nearest vectors (not joined with the graph: ``MemoryStore.search`` is)."""
         return await self._vectors.search(cube_id, query)
+
+
+class NodeReads:
+    """The nodes of one cube that one search reads, each read from the graph once: turn
+    ranking (the statements of its excerpts) and the materializing of hits (the statements
+    ranked) read mostly the same nodes, at the same time, and reading a node is most of what
+    a search costs the worker (the graph's reply parsed, then the model validated)."""
+
+    def __init__(self, query: MemoryQuery, cube_id: str) -> None:
+        self._query, self._cube_id = query, cube_id
+        self._reads: dict[str, asyncio.Future[dict[str, MemoryItem]]] = {}
+
+    async def get(self, ids: Sequence[str]) -> list[MemoryItem]:
+        """``MemoryQuery.get_nodes`` of the cube: the nodes of ``ids`` that exist, in order."""
+        wanted = list(dict.fromkeys(ids))
+        if new := [i for i in wanted if i not in self._reads]:
+            read = asyncio.ensure_future(self._read(new))
+            # taken here if no caller is left to take it (a search that failed meanwhile)
+            read.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._reads.update(dict.fromkeys(new, read))
+        found: dict[str, MemoryItem] = {}
+        for batch in await asyncio.gather(*{id(f): f for f in map(self._reads.get, wanted)
+                                            if f is not None}.values()):
+            found.update(batch)
+        return [found[i] for i in wanted if i in found]
+
+    async def _read(self, ids: list[str]) -> dict[str, MemoryItem]:
+        return {n.id: n for n in await self._query.get_nodes(self._cube_id, ids)}

@@ -17,6 +17,7 @@ import numpy as np
 from memstream.kafka import tracing
 from memstream.sinks.filtering import matches_all, vector_filter_supported
 from memstream.sinks.ports import Filter, StoreError, VectorHit, VectorQuery, VectorRecord
+from memstream.sinks.query import NodeReads
 from memstream.streams.core.conflicts import newer_first
 from memstream.streams.core.distinct import distinct
 from memstream.streams.core.episode_index import EpisodeIndex, indexes_for
@@ -313,7 +314,7 @@ async def rerank(
 
 async def materialize(
     req: SearchRequest, deps: Deps, ranked: list[tuple[str, float]], candidates: Candidates,
-    filters: Sequence[Filter], want: int,
+    filters: Sequence[Filter], want: int, reads: NodeReads | None = None,
 ) -> list[ScoredMemory]:
     """The best ``want`` distinct memories of ``ranked``, reading from the graph only the
     nodes needed, a few at a time. The graph has the last word: a vector hit whose node is
@@ -328,7 +329,8 @@ async def materialize(
         chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
         pos += len(chunk)
         unread = [i for i, _ in chunk if i not in candidates.items]
-        for node in await deps.query.get_nodes(req.cube_id, unread) if unread else []:
+        for node in await (reads or NodeReads(deps.query, req.cube_id)).get(unread) \
+                if unread else []:
             meta = node.metadata
             if ((meta.status == "activated" or names_status(filters))
                     and meta.memory_type in types
@@ -467,11 +469,12 @@ async def search(req: SearchRequest, deps: Deps,
         want = (recipe.recall.shortlist.size(req.top_k) if goal.mode_used == "fine"
                 else req.top_k)
         turns = None
+        reads = NodeReads(deps.query, req.cube_id)  # turn ranking and materialize share them
         if turn_ranked:
             turns = asyncio.ensure_future(rank_windows(  # alongside the other recalls
                 deps, req.cube_id, req.query, query_vec, filters, want,
                 statements=any(t in types for t in STORED_TYPES),
-                recount=req.after is not None))  # the caller's write: in the index
+                recount=req.after is not None, reads=reads))  # after: the caller's write
         try:
             candidates = await recall(req, deps, goal, filters, vectors, pool,
                                       keyed if goal.mode_used == "fast" else None,
@@ -480,7 +483,7 @@ async def search(req: SearchRequest, deps: Deps,
                 ranked = await rerank(deps, req.cube_id, query_vec, candidates)
                 span.set_attribute("memstream.candidates", len(ranked))
             with tracing.span("memstream.search.materialize"):
-                found = await materialize(req, deps, ranked, candidates, filters, want)
+                found = await materialize(req, deps, ranked, candidates, filters, want, reads)
                 recalled = found  # the statements, before excerpts take their turns' place
                 if turns is not None:
                     found = with_turns(await turns, found, recipe.boosts.others, want)

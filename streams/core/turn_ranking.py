@@ -24,6 +24,7 @@ import numpy as np
 
 from memstream.sinks.filtering import matches_all
 from memstream.sinks.ports import Filter, VectorQuery
+from memstream.sinks.query import NodeReads
 from memstream.streams.core.crosslingual import (
     episode_shares,
     level,
@@ -93,6 +94,7 @@ def _rrf(ranks: dict[int, int], weight: float, k: int, size: int) -> np.ndarray:
 
 async def _statement_cosines(
     deps: Deps, cube_id: str, query_vec: np.ndarray, index: EpisodeIndex, pool: int,
+    reads: NodeReads,
 ) -> tuple[dict[int, float], dict[int, str]]:
     """Per turn, the best cosine of a statement extracted from it, and that statement's id.
     Only statements not met before are read from the graph (for the turns they cite)."""
@@ -103,7 +105,7 @@ async def _statement_cosines(
         return {}, {}
     known = index.statement_messages
     if unknown := [h.id for h in hits if h.id not in known]:
-        for node in await deps.query.get_nodes(cube_id, unknown):
+        for node in await reads.get(unknown):
             known[node.id] = tuple(message_ids(node))
     best: dict[int, float] = {}
     statement_of: dict[int, str] = {}
@@ -119,13 +121,15 @@ async def _statement_cosines(
 async def rank_windows(
     deps: Deps, cube_id: str, query: str, query_vec: np.ndarray, filters: Sequence[Filter],
     want: int, statements: bool = True, recount: bool = False,
+    reads: NodeReads | None = None,
 ) -> tuple[list[Window], EpisodeIndex, np.ndarray]:
     """The ``want`` best excerpts of the cube's episodes for ``query``, the index, and which
     of its turns the filters allow. ``statements``: a hit may be the statement of its turn
     (when it passes the filters too); ``recount``: the index is checked against the store
-    now (``EpisodeIndexes.get``)."""
+    now (``EpisodeIndexes.get``); ``reads``: the search's reads of the cube's nodes."""
     recipe = deps.settings.search.ranking
     recall, fusion, excerpts = recipe.recall, recipe.fusion, recipe.excerpts
+    reads = reads or NodeReads(deps.query, cube_id)
     index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id,
                                                                     recount)
     n = len(index.turns)
@@ -147,7 +151,7 @@ async def rank_windows(
         deps.query.vector_search(cube_id, VectorQuery(
             query_vec.tolist(), recall.episodes, ["EpisodicMemory"], "activated",
             with_vectors=False)),
-        _statement_cosines(deps, cube_id, query_vec, index, recall.statements))
+        _statement_cosines(deps, cube_id, query_vec, index, recall.statements, reads))
     episode_cos = {index.position[h.id]: h.score for h in episode_hits if h.id in index.position}
     k = fusion.turn_k
     turn_words = _ranks({i: float(s) for i, s in enumerate(turn_bm) if s > 0})
@@ -184,7 +188,7 @@ async def rank_windows(
                    excerpts.passage_after)
     if excerpts.statement and statements and (ids := {statement_of[c] for w in out
                                                     for c in w.centers if c in statement_of}):
-        nodes = {n.id: n for n in await deps.query.get_nodes(cube_id, list(ids))}
+        nodes = {n.id: n for n in await reads.get(list(ids))}
         for w in out:
             found = [node for c in w.centers
                      if (node := nodes.get(statement_of.get(c, ""))) is not None

@@ -329,3 +329,4 @@ async def test_rows_of_ids_are_the_vectors_and_records_of_get_held_or_not() -> N
     assert cold.loaded("cube0") is False and held.loaded("cube0")
     empty = await MemoryQuery(InMemoryGraphStore(), held).vector_rows("cube0", ["nope"])
     assert empty.records == [] and empty.vectors.shape == (0, DIM)
+
