@@ -4,8 +4,10 @@ file."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -19,15 +21,37 @@ from memstream.topics.registry import MEMORY_ITEMS, REPLIES, REQUESTS, consumer_
 from memstream.topics.settings import Settings
 
 
-async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
-    tmp_path: Path,
-) -> None:
+@contextlib.asynccontextmanager
+async def topics_on_a_broker(tmp_path: Path) -> AsyncIterator[tuple[Settings, str]]:
+    """An embedded broker with memstream's topics, one partition each."""
     broker = NoidaBroker(tmp_path / "broker")
     bootstrap = await broker.start()
     try:
         settings = Settings(data_dir=tmp_path, app_id="trim",
                             kafka={"bootstrap_servers": bootstrap, "partitions": 1})
         await ensure_topics(settings, bootstrap)
+        yield settings, bootstrap
+    finally:
+        await broker.stop()
+
+
+async def taken(settings: Settings, bootstrap: str, requests: TopicPartition, upto: int
+                ) -> None:
+    """The worker's request lane has taken the requests before ``upto``."""
+    lane = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                            group_id=consumer_group(settings, REQUESTS))
+    await lane.start()
+    try:
+        lane.assign([requests])
+        await lane.commit({requests: OffsetAndMetadata(upto, "")})
+    finally:
+        await lane.stop()
+
+
+async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
+    tmp_path: Path,
+) -> None:
+    async with topics_on_a_broker(tmp_path) as (settings, bootstrap):
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
         await producer.start()
         try:
@@ -38,14 +62,7 @@ async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
         finally:
             await producer.stop()
         requests = TopicPartition(REQUESTS.name(settings), 0)
-        lane = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                group_id=consumer_group(settings, REQUESTS))
-        await lane.start()
-        try:  # the worker has taken the first three requests
-            lane.assign([requests])
-            await lane.commit({requests: OffsetAndMetadata(3, "")})
-        finally:
-            await lane.stop()
+        await taken(settings, bootstrap, requests, 3)  # the worker took the first three
         await asyncio.sleep(1.5)  # the broker saves its file about once a second
         before = (tmp_path / "broker" / DATA_FILE).stat().st_size
 
@@ -65,8 +82,6 @@ async def test_old_replies_and_answered_requests_are_deleted_from_the_file(
             assert [starts[tp] for tp in tps] == [200, 3, 0]  # items are never trimmed
         finally:
             await reader.stop()
-    finally:
-        await broker.stop()
 
 
 async def test_a_reply_leaves_the_broker_after_seconds_and_a_request_after_minutes(
@@ -74,12 +89,7 @@ async def test_a_reply_leaves_the_broker_after_seconds_and_a_request_after_minut
 ) -> None:
     """By default (the worker's trim), replies older than ``REPLY_KEEP_S`` go: their client
     read them as they came; requests stay ``KEEP_S``, and replies younger than theirs stay."""
-    broker = NoidaBroker(tmp_path / "broker")
-    bootstrap = await broker.start()
-    try:
-        settings = Settings(data_dir=tmp_path, app_id="trim",
-                            kafka={"bootstrap_servers": bootstrap, "partitions": 1})
-        await ensure_topics(settings, bootstrap)
+    async with topics_on_a_broker(tmp_path) as (settings, bootstrap):
         now_ms = int(time.time() * 1000)
         aged = now_ms - int((REPLY_KEEP_S + 30) * 1000)  # older than a reply's keep time
         assert aged > now_ms - KEEP_S * 1000  # but not a request's
@@ -93,15 +103,8 @@ async def test_a_reply_leaves_the_broker_after_seconds_and_a_request_after_minut
             await producer.flush()
         finally:
             await producer.stop()
-        requests = TopicPartition(REQUESTS.name(settings), 0)
-        lane = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                group_id=consumer_group(settings, REQUESTS))
-        await lane.start()
-        try:  # the worker has taken every request: only their age keeps them
-            lane.assign([requests])
-            await lane.commit({requests: OffsetAndMetadata(3, "")})
-        finally:
-            await lane.stop()
+        # the worker has taken every request: only their age keeps them
+        await taken(settings, bootstrap, TopicPartition(REQUESTS.name(settings), 0), 3)
         assert await trim_once(settings, bootstrap) == 2
         reader = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
         await reader.start()
@@ -112,5 +115,3 @@ async def test_a_reply_leaves_the_broker_after_seconds_and_a_request_after_minut
             assert [starts[tp] for tp in tps] == [2, 0]  # the fresh reply and every request
         finally:
             await reader.stop()
-    finally:
-        await broker.stop()
