@@ -7,7 +7,7 @@ picked once in ``sinks.graph.factory`` / ``sinks.vector.factory``. A sink knows 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -307,6 +307,12 @@ class CubeRows:
     @classmethod
     def empty(cls, dim: int) -> CubeRows:
         return cls([], np.empty((0, dim), np.float32))
+
+    @classmethod
+    def of_records(cls, records: Sequence[VectorRecord], dim: int) -> CubeRows:
+        """Records that carry their vectors, the vectors taken apart."""
+        vectors = np.asarray([r.vector for r in records], dtype=np.float32)
+        return cls([replace(r, vector=()) for r in records], vectors.reshape(len(records), dim))
 
     @classmethod
     def joined(cls, parts: Sequence[CubeRows]) -> CubeRows:

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
-
-import numpy as np
 
 from memstream.sinks.ports import (
     CubeRows,
@@ -153,11 +150,7 @@ class MemoryQuery:
         if rows is not None:
             found: CubeRows = await rows(cube_id, ids)
             return found
-        records = await self._vectors.get(cube_id, ids)
-        if not records:
-            return CubeRows.empty(self._vectors.dim)
-        return CubeRows([replace(r, vector=()) for r in records],
-                        np.asarray([r.vector for r in records], dtype=np.float32))
+        return CubeRows.of_records(await self._vectors.get(cube_id, ids), self._vectors.dim)
 
     async def vector_search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Raw nearest vectors (not joined with the graph: ``MemoryStore.search`` is)."""

@@ -288,11 +288,8 @@ class CachedVectorStore:
     async def get_rows(self, cube_id: str, ids: Sequence[str]) -> CubeRows:
         """``get``, the vectors apart (``CubeRows``): rows of the cube's matrix as held."""
         if (index := await self._lookup(cube_id)) is None:
-            records = await self._through(self.inner.get(cube_id, ids))
-            if not records:
-                return CubeRows.empty(self.dim)
-            return CubeRows([replace(r, vector=()) for r in records],
-                            np.asarray([r.vector for r in records], dtype=np.float32))
+            return CubeRows.of_records(await self._through(self.inner.get(cube_id, ids)),
+                                       self.dim)
         found = [i for i in dict.fromkeys(ids) if i in index.records]
         if not found:
             return CubeRows.empty(self.dim)

@@ -125,10 +125,7 @@ class InMemoryVectorStore:
     async def all_rows(self, cube_id: str, between: Pause | None = None) -> CubeRows:
         if between is not None:
             await between()
-        records = list(self._cube(cube_id).values())
-        vectors = np.asarray([r.vector for r in records], dtype=np.float32)
-        return CubeRows([replace(r, vector=()) for r in records],
-                        vectors.reshape(len(records), self._dim))
+        return CubeRows.of_records(list(self._cube(cube_id).values()), self._dim)
 
     async def search(self, cube_id: str, query: VectorQuery) -> list[VectorHit]:
         """Exact top-k by cosine similarity (higher is closer), ties broken by id."""

@@ -321,6 +321,7 @@ async def materialize(
     missing, no longer activated, of another type, failing a filter or called ``wrong`` by an
     agent (whatever status a filter asks for) is skipped."""
     types = set(requested_types(req.memory_type))
+    reads = reads or NodeReads(deps.query, req.cube_id)
     present = {node_id for node_id, _ in ranked}
     out: list[ScoredMemory] = []
     kept: list[ScoredMemory] = []
@@ -329,8 +330,7 @@ async def materialize(
         chunk = ranked[pos: pos + want - len(kept) + MATERIALIZE_SLACK]
         pos += len(chunk)
         unread = [i for i, _ in chunk if i not in candidates.items]
-        for node in await (reads or NodeReads(deps.query, req.cube_id)).get(unread) \
-                if unread else []:
+        for node in await reads.get(unread) if unread else []:
             meta = node.metadata
             if ((meta.status == "activated" or names_status(filters))
                     and meta.memory_type in types
