@@ -257,6 +257,18 @@ class MemoryStore:
         if edges:
             await self._retry(f"edges in {cube_id}", lambda: self.graph.add_edges(cube_id, edges))
 
+    async def record_answer(self, cube_id: str, key: str, answer: str) -> None:
+        """Keep an answer (JSON) to one of the cube's questions under ``key``, beside the
+        model's journal, so a redelivery reads it instead of asking again (retried)."""
+        await self._retry(f"answer in {cube_id}",
+                          lambda: self.graph.record_llm_answer(cube_id, key, answer))
+
+    async def drop_answers(self, cube_id: str, keys: Sequence[str]) -> None:
+        """Forget answers kept with ``record_answer`` once no redelivery needs them."""
+        if keys:
+            await self._retry(f"answers dropped in {cube_id}",
+                              lambda: self.graph.drop_llm_answers(cube_id, keys))
+
     async def delete_edge(self, cube_id: str, source: str, target: str, type: EdgeType) -> bool:
         return await self._retry(f"edge delete in {cube_id}",
                                  lambda: self.graph.delete_edge(cube_id, source, target, type))

@@ -273,6 +273,10 @@ class GraphStore(Protocol):
         """Record (upsert) the answer to one question; erased with the cube."""
         ...
 
+    async def drop_llm_answers(self, cube_id: str, calls: Sequence[str]) -> None:
+        """Forget the answers to these questions (those not on record: nothing)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class VectorRecord:

@@ -49,6 +49,10 @@ class MemoryQuery:
     async def get_nodes(self, cube_id: str, ids: Sequence[str]) -> list[MemoryItem]:
         return await self._graph.get_nodes(cube_id, ids)
 
+    async def recorded_answer(self, cube_id: str, key: str) -> str | None:
+        """An answer recorded under ``key`` (``MemoryStore.record_answer``), if any."""
+        return await self._graph.llm_answer(cube_id, key)
+
     async def all_of_type(
         self, cube_id: str, memory_type: MemoryType, status: Status | None = "activated",
         skip: int = 0, limit: int | None = None,

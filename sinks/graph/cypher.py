@@ -179,6 +179,12 @@ MERGE (a:LLMAnswer {call: $call, cube_id: $cube_id})
 SET a.answer = $answer
 """
 
+DROP_LLM_ANSWERS = """
+MATCH (a:LLMAnswer)
+WHERE a.cube_id = $cube_id AND a.call IN $calls
+DELETE a
+"""
+
 CLEAR_LLM_ANSWERS = """
 MATCH (a:LLMAnswer {cube_id: $cube_id})
 DELETE a

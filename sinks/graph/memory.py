@@ -482,3 +482,8 @@ class InMemoryGraphStore(InMemoryLogRefs):
 
     async def record_llm_answer(self, cube_id: str, call: str, answer: str) -> None:
         self._answers.setdefault(cube_id, {})[call] = answer
+
+    async def drop_llm_answers(self, cube_id: str, calls: Sequence[str]) -> None:
+        held = self._answers.get(cube_id, {})
+        for call in calls:
+            held.pop(call, None)

@@ -469,6 +469,11 @@ class CypherGraphStore(CypherLogRefs, ABC):
         await self._write(cypher.RECORD_LLM_ANSWER, {"cube_id": cube_id, "call": call,
                                                      "answer": answer})
 
+    async def drop_llm_answers(self, cube_id: str, calls: Sequence[str]) -> None:
+        if calls:
+            await self._write(cypher.DROP_LLM_ANSWERS, {"cube_id": cube_id,
+                                                        "calls": list(calls)})
+
     # -- helpers ------------------------------------------------------------------------
 
     @staticmethod

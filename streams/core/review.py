@@ -17,6 +17,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from memstream.sinks.ports import VectorQuery
 from memstream.streams.core.merge import FACTS, statement_of
 from memstream.streams.llm.port import LLMError
@@ -26,6 +28,7 @@ from memstream.streams.prompts.review import REVIEW, Candidate, ReviewContext, R
 from memstream.streams.runtime.stage import Deps
 from memstream.streams.text.changes import change_marker
 from memstream.streams.text.subjects import different_subjects
+from memstream.topics.ids import derived_event_id
 from memstream.topics.models import STORED_MEMORY_TYPES, MemoryItem, MemoryType
 
 log = logging.getLogger("memstream.merge")
@@ -108,3 +111,67 @@ async def review(nodes: Sequence[tuple[MemoryItem, Sequence[float]]],
             out[n.id] = Verdict(cand, score, decision.relation, decision.reason,
                                 decision.fused())
     return out
+
+
+# --------------------------------------------------------------------------- the record
+
+
+class RecordedVerdict(BaseModel):
+    """A verdict as kept: its candidate by id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidate: str
+    score: float
+    relation: ReviewRelation
+    reason: str
+    fused: FusionResponse | None = None
+
+
+class RecordedReview(BaseModel):
+    """A chunk's verdicts, by node id (None: independent of its candidates)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdicts: dict[str, RecordedVerdict | None]
+
+    async def verdicts_for(self, deps: Deps, cube_id: str,
+                           ids: Sequence[str]) -> dict[str, Verdict | None]:
+        """The verdicts of ``ids``, their candidates read as they are now (one deleted since
+        leaves its node independent: there is nothing left to merge or close)."""
+        kept = {i: v for i in ids if (v := self.verdicts.get(i)) is not None}
+        found = {n.id: n for n in await deps.query.get_nodes(
+            cube_id, sorted({v.candidate for v in kept.values()}))}
+        out: dict[str, Verdict | None] = dict.fromkeys(ids)
+        for nid, v in kept.items():
+            if (cand := found.get(v.candidate)) is not None:
+                out[nid] = Verdict(cand, v.score, v.relation, v.reason, v.fused)
+        return out
+
+
+def review_key(chunk: str) -> str:
+    return derived_event_id("chunk-review", chunk)
+
+
+async def record_review(deps: Deps, cube_id: str, chunk: str,
+                        verdicts: dict[str, Verdict | None]) -> None:
+    """Keep ``chunk``'s verdicts before the first is applied."""
+    kept = RecordedReview(verdicts={
+        nid: None if v is None else RecordedVerdict(
+            candidate=v.candidate.id, score=v.score, relation=v.relation, reason=v.reason,
+            fused=v.fused)
+        for nid, v in verdicts.items()})
+    await deps.store.record_answer(cube_id, review_key(chunk), kept.model_dump_json())
+
+
+async def recorded_review(deps: Deps, cube_id: str, chunk: str) -> RecordedReview | None:
+    """The verdicts an earlier attempt kept for ``chunk``, if it kept any."""
+    text = await deps.query.recorded_answer(cube_id, review_key(chunk))
+    if text is None:
+        return None
+    try:
+        return RecordedReview.model_validate_json(text)
+    except ValidationError:
+        log.warning("cube %s: the kept review of chunk %s does not parse: asked again",
+                    cube_id, chunk)
+        return None

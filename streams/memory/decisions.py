@@ -26,7 +26,12 @@ from memstream.streams.core.merge import (
     recorded_merge,
     resolve,
 )
-from memstream.streams.core.review import Verdict, review
+from memstream.streams.core.review import (
+    Verdict,
+    record_review,
+    recorded_review,
+    review,
+)
 from memstream.streams.core.validity import copy_removed
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.embed.nodes import node_vectors
@@ -39,18 +44,32 @@ from memstream.topics.registry import MEMORY_UPDATES
 log = logging.getLogger("memstream.memory")
 
 
-async def review_chunk(ids: Sequence[str], nodes: dict[str, MemoryItem],
+async def review_chunk(chunk: str, ids: Sequence[str], nodes: dict[str, MemoryItem],
                        vectors: dict[str, list[float]], deps: Deps,
                        new: Collection[str]) -> dict[str, Verdict | None]:
     """Verdicts for a chunk's undecided facts in one call; a fact whose merge an earlier
     attempt recorded is applied from the record instead (never asked again). ``new``: facts
-    no earlier attempt wrote (nothing on record for them)."""
+    no earlier attempt wrote (nothing on record for them).
+
+    The verdicts are kept (``record_review``) before any is applied, until all are
+    (``decide_all`` drops them): an attempt cut short has changed what the chunk's facts
+    would find as candidates (a statement it closed no longer holds, one it merged away is
+    archived), so asking again could name another candidate. A redelivery takes the first
+    attempt's verdicts instead."""
     cube_id = next(iter(nodes.values())).metadata.cube_id
     todo = [nid for nid in ids
             if nid in new or await recorded_merge(deps, cube_id, nid) is None]
     verdicts: dict[str, Verdict | None] = dict.fromkeys(ids)
-    if todo:
-        verdicts.update(await review([(nodes[n], vectors[n]) for n in todo], deps))
+    if not todo:
+        return verdicts
+    if not all(n in new for n in todo) and (
+            earlier := await recorded_review(deps, cube_id, chunk)) is not None:
+        verdicts.update(await earlier.verdicts_for(deps, cube_id, todo))
+        return verdicts
+    found = await review([(nodes[n], vectors[n]) for n in todo], deps)
+    if any(v is not None for v in found.values()):
+        await record_review(deps, cube_id, chunk, found)
+    verdicts.update(found)
     return verdicts
 
 
@@ -144,7 +163,9 @@ async def decide(
         old = await deps.query.get_node(cube_id, verdict.candidate.id)
         if old is not None and old.metadata.status == "activated":
             if verdict.relation == "supersedes":
-                if old.metadata.frozen:
+                if old.metadata.superseded_by == node.id:
+                    pass  # an earlier attempt closed it: applied again above
+                elif old.metadata.frozen:
                     spared.append((old, f"closing its validity by {node.id}", verdict.reason))
                 elif (why := validity.held_back(old, node)) is not None:
                     log.info("cube %s: %s not closed by %s: %s", cube_id, old.id, node.id, why)

@@ -17,7 +17,7 @@ from typing import Any
 
 from memstream.history.snapshots import node_of_item
 from memstream.kafka import tracing
-from memstream.streams.core.review import Verdict
+from memstream.streams.core.review import Verdict, review_key
 from memstream.streams.core.working_memory import working_copy
 from memstream.streams.embed.nodes import node_vectors
 from memstream.streams.memory import chunks
@@ -151,6 +151,7 @@ async def decide_all(batch: Batch, vectors: dict[str, list[float]], now: datetim
     # instead of one each (each write is a graph and a vector round trip). Written before
     # anything else reads the store: the next chunk's review, a merge, a redelivered fact.
     held = Activations(deps)
+    reviewed: list[str] = []  # chunks whose verdicts are kept until they are all applied
     for nid, record in batch.records.items():
         node = batch.nodes[nid]
         base: dict[str, Any] = {
@@ -165,6 +166,8 @@ async def decide_all(batch: Batch, vectors: dict[str, list[float]], now: datetim
                 await held.flush()
                 found, earlier = await judge_chunk(batch, nid, vectors, deps)
                 verdicts.update(found)
+                if any(v is not None for v in found.values()):
+                    reviewed.append(review_key(chunk_key(record)))
                 for sibling, sibling_row in earlier:  # announced as their items would be
                     out += await decide(sibling, sibling_row, as_cause(base, sibling), deps,
                                         verdicts.get(sibling.id), held)
@@ -176,6 +179,7 @@ async def decide_all(batch: Batch, vectors: dict[str, list[float]], now: datetim
             await held.flush()
             out += await announce_again(batch, nid, base, deps)
     await held.flush()
+    await deps.store.drop_answers(batch.cube_id, reviewed)  # every verdict is applied
     return out
 
 
@@ -188,7 +192,7 @@ async def judge_chunk(
     rows = {**vectors, **{n.id: list(v) for n, v in earlier}}
     with tracing.span("memstream.memory.judge", {"memstream.node_id": nid}):
         verdicts = await review_chunk(
-            [*(n.id for n, _ in earlier),
+            key, [*(n.id for n, _ in earlier),
              *(n for n, r in batch.records.items() if n in vectors
                and judged(batch.nodes[n], deps) and chunk_key(r) == key)],
             {**batch.nodes, **{n.id: n for n, _ in earlier}}, rows, deps, batch.new)

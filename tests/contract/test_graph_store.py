@@ -738,6 +738,22 @@ async def test_llm_answers_are_kept_per_cube_and_erased_with_it(
     assert await graph_store.llm_answer(other, "q1") == '{"x": 3}'
 
 
+async def test_answers_dropped_are_gone_for_their_cube_only(
+    graph_store: GraphStore, cube: str
+) -> None:
+    other = cube + "-other"
+    for call in ("q1", "q2", "q3"):
+        await graph_store.record_llm_answer(cube, call, f'{{"call": "{call}"}}')
+    await graph_store.record_llm_answer(other, "q1", '{"x": 3}')
+    await graph_store.drop_llm_answers(cube, ["q1", "q3", "never asked"])
+    await graph_store.drop_llm_answers(cube, [])
+    assert [await graph_store.llm_answer(cube, c) for c in ("q1", "q2", "q3")] == [
+        None, '{"call": "q2"}', None]
+    assert await graph_store.llm_answer(other, "q1") == '{"x": 3}'
+    await graph_store.clear_cube(other)
+    await graph_store.clear_cube(cube)
+
+
 async def test_every_read_and_write_stays_in_its_cube(graph_store: GraphStore, cube: str) -> None:
     a, b = cube + "-a", cube + "-b"
     for c in (a, b):  # the same ids, tags and edges in both cubes

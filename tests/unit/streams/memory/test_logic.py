@@ -7,10 +7,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memstream.history.snapshots import is_slim
 from memstream.sinks.ports import VectorQuery
+from memstream.streams.core.review import review_key
 from memstream.streams.llm.port import LLMError
 from memstream.streams.llm.rules import stand_in
+from memstream.streams.memory.chunks import chunk_key
+from memstream.streams.memory.decisions import Activations
 from memstream.streams.memory.logic import add_memories
 from memstream.streams.prompts.fusion import FUSION
 from memstream.streams.prompts.review import REVIEW, ReviewContext, ReviewResponse
@@ -364,6 +369,82 @@ async def test_a_redelivered_change_closes_nothing_twice_and_announces_the_same(
     newer = item("Alice moved from Berlin to Lisbon.", day=40)
     key = await delivered_twice(deps, newer)
     assert "superseded" in {a for _, a in key}
+
+
+class Crash(Exception):
+    """The worker dying at one point of a delivery."""
+
+
+async def crash_before_activation(deps: Deps, items: Sequence[ExtractedMemory],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliver ``items`` as one batch and die once its decisions are applied, before the
+    facts decided independent are activated (they stay ``generated``: a redelivery judges
+    them)."""
+    async def dying(self: Activations) -> None:
+        if self.writes:
+            raise Crash
+    with monkeypatch.context() as patch:
+        patch.setattr(Activations, "flush", dying)
+        with pytest.raises(Crash):
+            await add_memories(records(items), deps)
+
+
+async def test_a_change_cut_short_after_it_closed_closes_nothing_else_when_redelivered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first delivery closed the statement the change ends, then died before activating
+    the change. Asked again, the review would no longer see the closed statement (it no
+    longer holds) and would close the next candidate too; the redelivery takes the first
+    attempt's verdict instead, and ends as an uninterrupted run."""
+    earlier = [item("The jazz piano class in Lisbon was cancelled, so I stayed home."),
+               item("I spent the weekend in Oslo doing sourdough bread with Maria.", day=1)]
+    change = item("The sourdough bread class in Lisbon was cancelled, so I stayed home.", day=5)
+    reference, cut = memory_deps(tmp_path / "reference"), memory_deps(tmp_path / "cut")
+    await add(reference, *earlier)
+    want = [(u.event_id, u.action) for u in events_of(await add(reference, change), MemoryUpdate)]
+    await add(cut, *earlier)
+    await crash_before_activation(cut, [change], monkeypatch)
+    kept = review_key(chunk_key(record(change)))
+    assert await cut.query.recorded_answer(CUBE, kept) is not None
+    got = [(u.event_id, u.action) for u in events_of(await add(cut, change), MemoryUpdate)]
+    assert got == want
+    assert await cut.query.recorded_answer(CUBE, kept) is None  # kept until applied
+    closed = [n.memory for n in await stored(cut) if n.metadata.valid_until is not None]
+    assert closed == [earlier[0].memory]
+    assert await cut.query.export_cube(CUBE) == await reference.query.export_cube(CUBE)
+
+
+async def test_a_merge_cut_short_leaves_its_siblings_verdicts_as_they_were(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two facts of one chunk repeat the same stored statement: the first is merged with it,
+    the second's verdict on it is dropped (merged away), so the second is added. A crash
+    after the merge, before the second is activated: asked again, the review would find the
+    stored statement archived and judge the second against what remains; the redelivery
+    takes the first attempt's verdicts and adds it, as the uninterrupted run did."""
+    def model(ctx: ReviewContext) -> ReviewResponse:
+        return ReviewResponse.model_validate({"decisions": [
+            {"item": i, "candidate": 0, "relation": "redundant", "reason": "the same habit",
+             "memory": it.new.text} for i, it in enumerate(ctx.items)]})
+
+    stored_first = [item("The user swims in the lake every morning."),
+                    item("The user swims laps at the city pool.", day=1)]
+    chunk = [item(text, day=3, chunk_event_id="chunk-7", index=i, count=2) for i, text in
+             enumerate(["The user swims in the lake each morning.",
+                        "Every morning the user goes swimming in the lake."])]
+
+    async def deliver_chunk(deps: Deps) -> list[tuple[str, str]]:
+        out = await sent(await add_memories(records(chunk), deps))
+        return [(u.event_id, u.action) for u in events_of(out, MemoryUpdate)]
+
+    reference = memory_deps(tmp_path / "reference", llm=ScriptedLLM({REVIEW.name: model}))
+    cut = memory_deps(tmp_path / "cut", llm=ScriptedLLM({REVIEW.name: model}))
+    for deps in (reference, cut):
+        await add(deps, *stored_first)
+    want = await deliver_chunk(reference)
+    assert [a for _, a in want].count("merged") == 1 and "added" in [a for _, a in want]
+    await crash_before_activation(cut, chunk, monkeypatch)
+    got = await deliver_chunk(cut)
+    assert sorted(got) == sorted(want)
+    assert await cut.query.export_cube(CUBE) == await reference.query.export_cube(CUBE)
 
 
 async def test_a_frozen_or_confirmed_statement_is_never_closed(tmp_path: Path) -> None:
