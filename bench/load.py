@@ -174,6 +174,29 @@ class WorkerProcess:
     log_path: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
+    log_from: int = 0  # where this start's lines begin in the log (a reused dir appends)
+
+    def said(self, *lines: str) -> str | None:
+        """The first line this start of the worker logged containing one of ``lines``."""
+        with self.log_path.open("rb") as log:
+            log.seek(self.log_from)
+            for line in log.read().decode(errors="replace").splitlines():
+                if any(want in line for want in lines):
+                    return line
+        return None
+
+    async def wait_for(self, *lines: str, timeout_s: float = 600.0) -> str:
+        """Wait until this start logs a line containing one of ``lines``; returns it."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (line := self.said(*lines)) is not None:
+                return line
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"the worker exited ({self.proc.returncode}); see "
+                                   f"{self.log_path}")
+            await asyncio.sleep(0.5)
+        raise TimeoutError(f"the worker logged none of {lines} within {timeout_s:.0f}s; see "
+                           f"{self.log_path}")
 
     async def start(self, timeout_s: float = 180.0) -> None:
         env = {**os.environ, **settings_env(self.settings), **self.extra_env,
@@ -181,20 +204,12 @@ class WorkerProcess:
                "PYTHONPATH": os.pathsep.join(filter(None, (
                    str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH"))))}
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_from = self.log_path.stat().st_size if self.log_path.exists() else 0
         out = self.log_path.open("ab")
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "memstream", "worker", "--data-dir",
              str(self.settings.data_dir)], env=env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the worker exited ({self.proc.returncode}); see "
-                                   f"{self.log_path}")
-            if b"memstream worker running" in self.log_path.read_bytes():
-                return
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"the worker did not start within {timeout_s:.0f}s; see "
-                           f"{self.log_path}")
+        await self.wait_for("memstream worker running", timeout_s=timeout_s)
 
     @property
     def pid(self) -> int:

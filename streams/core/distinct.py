@@ -47,7 +47,7 @@ def _is_statement(item: MemoryItem) -> bool:
     return item.metadata.memory_type != "EpisodicMemory"
 
 
-@dataclass
+@dataclass(eq=False)  # entries are told apart by identity (list.index, remove)
 class _Entry:
     """A hit of the reply being built, and what was folded into it."""
 

@@ -20,7 +20,8 @@ import redis.asyncio
 from memstream.local.falkordb import RUN_FILE, FalkorDBServer, FalkorDBServerError, port_taken
 from memstream.local.services import status
 from memstream.local.stack import EmbeddedStack
-from memstream.sinks.graph.falkordb import FalkorDBGraphStore
+from memstream.sinks.graph.falkordb import FalkorDBGraphStore, _cell, _plain
+from memstream.sinks.graph.props import many_params
 from memstream.sinks.ports import StoreError, StoreUnavailable
 from memstream.topics.models import MemoryItem, MemoryMetadata
 from memstream.topics.settings import Settings
@@ -468,3 +469,37 @@ async def test_erasures_on_one_server_at_once_each_rewrite_its_files(tmp_path: P
         await client.aclose()
         for store in stores:
             await store.close()
+
+
+async def test_replies_read_as_the_client_reads_them(
+        falkordb_graph_store: FalkorDBGraphStore) -> None:
+    """The store reads scalar, list and map cells of a reply itself (the client's parsing
+    was most of a node read); what it returns equals what the client's own parsing gives,
+    a node (left to the client) included, and a runtime error still fails the query."""
+    store = falkordb_graph_store
+    query = ("RETURN 'héllo 它' AS s, $quoted AS q, 42 AS i, -7 AS neg, 3.25 AS d, "
+             "1.0e-300 AS tiny, true AS t, false AS f, null AS n, "
+             "[1, 'a', [2.5, null], {k: 'v'}] AS l, {a: 1, b: [true], c: {d: 'x'}} AS m, "
+             "[] AS empty, {} AS nothing")
+    params = {"quoted": 'it\'s "q" \\ ok'}
+    (row,) = await store._read(query, params)
+    client = await store._graph.ro_query(query, dict(params))
+    assert row == dict(zip([c[1] for c in client.header],
+                           [_plain(v) for v in client.result_set[0]], strict=True))
+    assert row["s"] == "héllo 它" and row["q"] == params["quoted"]
+    assert row["t"] is True and row["f"] is False and row["n"] is None
+    assert row["l"] == [1, "a", [2.5, None], {"k": "v"}] and row["tiny"] == 1.0e-300
+    raw = await store._graph.execute_command(  # read by the store itself, not the client
+        "GRAPH.RO_QUERY", store.graph_name,
+        store._graph._build_params_header(params) + query, "--compact")
+    assert [_cell(c) for c in raw[1][0]] == list(row.values())
+    cube = "reply-cells"
+    await store.upsert_nodes(cube, [item(cube, "n1", "a node left to the client")])
+    (found,) = await store._read(
+        "MATCH (n:Memory) WHERE n.node_key IN $keys RETURN n, n.memory AS m",
+        many_params(cube, ["n1"]))
+    assert found["m"] == "a node left to the client"
+    assert found["n"].properties["memory"] == "a node left to the client"
+    with pytest.raises(StoreError, match="FalkorDB query failed"):
+        await store._read("UNWIND [1, 0] AS x RETURN 1 / x", {})
+    await store.clear_cube(cube)
