@@ -4,7 +4,9 @@ Each GRAPH.QUERY is atomic in FalkorDB, but there are no multi-statement transac
 ``_write_all`` runs its statements one after another. Parameters travel in the client's
 ``CYPHER name=value`` header, quoted and escaped by the client; a NUL character would cut
 that header short, so it is refused before anything is sent. Doubles come back with 15
-significant digits (the server's reply format).
+significant digits (the server's reply format). Replies holding only scalars, lists and
+maps (every node read: ``properties(n)``) are read by ``_cell`` here; the client, which
+awaits a coroutine per value, reads the others (nodes, edges, paths, points, temporals).
 """
 
 from __future__ import annotations
