@@ -11,6 +11,7 @@ awaits a coroutine per value, reads the others (nodes, edges, paths, points, tem
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -141,28 +142,27 @@ class FalkorDBGraphStore(CypherGraphStore):
     async def _send(self, query: str, params: Mapping[str, object],
                     read_only: bool) -> tuple[list[str], list[list[Any]]]:
         """The query's column names and rows. The command is the client's own (its
-        parameter header, the compact reply), and the reply is read by ``_cells`` when it
-        holds only scalars, lists and maps, by the client otherwise."""
+        parameter header, the compact reply); the reply is read by ``_cell`` when it holds
+        only scalars, lists and maps, else by the client (which also raises its errors)."""
         graph = self._graph
         command = (RO_QUERY_CMD if read_only else QUERY_CMD, graph.name,
                    graph._build_params_header(dict(params)) + query, "--compact")
         response = await graph.execute_command(*command)
-        if isinstance(response[0], ResponseError) or isinstance(response[-1], ResponseError):
-            result = QueryResult(graph)
-            await result.parse(response)  # raises the server's error as the client does
-        if len(response) == 1:  # statistics only: a write that returns nothing
-            return [], []
-        names = [str(column[1]) for column in response[0]]
+        if not isinstance(response[0], ResponseError) \
+                and not isinstance(response[-1], ResponseError):
+            if len(response) == 1:  # statistics only: a write that returns nothing
+                return [], []
+            with contextlib.suppress(_NotScalar):
+                return ([str(column[1]) for column in response[0]],
+                        [[_cell(cell) for cell in row] for row in response[1]])
+        result = QueryResult(graph)
         try:
-            return names, [[_cell(cell) for cell in row] for row in response[1]]
-        except _NotScalar:
-            result = QueryResult(graph)
-            try:
-                await result.parse(response)
-            except SchemaVersionMismatchException as exc:
-                await graph.schema.refresh(exc.version)
-                raise
-            return names, [[_plain(v) for v in row] for row in result.result_set]
+            await result.parse(response)
+        except SchemaVersionMismatchException as exc:
+            await graph.schema.refresh(exc.version)
+            raise
+        return ([str(column[1]) for column in result.header],
+                [[_plain(v) for v in row] for row in result.result_set])
 
     async def _run(self, query: str, params: Mapping[str, object], read_only: bool) -> list[Row]:
         _check_nul(params)
