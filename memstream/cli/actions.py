@@ -4,6 +4,7 @@ load."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,7 +101,11 @@ def _read_input(file: Path) -> tuple[str, str]:
     try:
         return file.read_text(encoding="utf-8"), file.name
     except FileNotFoundError:
-        raise InputFileError(f"{file}: no such file") from None
+        # Text given where a file was expected ("memstream add --user ana 'I live in Lyon'"):
+        # say how to add it instead of only that no file has that name.
+        hint = (f" (to add it as a message: --text {shlex.quote(str(file))})"
+                if " " in str(file) and not file.suffix else "")
+        raise InputFileError(f"{file}: no such file{hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputFileError(f"{file}: cannot read it as UTF-8 text ({exc})") from None
 

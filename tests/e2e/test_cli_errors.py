@@ -48,6 +48,7 @@ def error_line(result: subprocess.CompletedProcess[str]) -> str:
     (["add", "--text", "hi", "--chunk-size", "0"], ["--chunk-size", "1<=x<=100"]),
     (["add"], ["FILE", "--text"]),
     (["add", "missing.json"], ["missing.json", "no such file"]),
+    (["add", "I live in Lyon."], ["no such file", "--text 'I live in Lyon.'"]),
     (["update", "some-id"], ["nothing to change"]),
     (["feedback", "some-id", "useless"],
      ["VERDICT", "'useless' is not one of 'wrong', 'outdated', 'irrelevant', 'confirmed'"]),
