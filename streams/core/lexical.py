@@ -31,7 +31,9 @@ def _stem(word: str) -> str:
     irregular form to its base."""
     if not word.isascii() or not word.isalpha():
         return word
-    lemma = simplemma.lemmatize(word, lang="en")
+    # lower case: the lemma of a name of a day or month is capitalised ("wednesday" ->
+    # "Wednesday"), of its plural not ("wednesdays" -> "wednesday"), and the two must meet
+    lemma = simplemma.lemmatize(word, lang="en").lower()
     with _lock:  # the Snowball stemmer keeps state between calls
         return str(_stemmer.stemWord(lemma if lemma.isascii() and lemma.isalpha() else word))
 

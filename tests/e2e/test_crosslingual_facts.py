@@ -15,9 +15,13 @@ from __future__ import annotations
 import pytest
 
 from tests.support.crosslingual import ask, ingest, load, report
+from tests.support.paths import DATA
 from tests.support.pipeline import Pipeline
 
 FLOOR = 0.80  # measured 0.814: a drop below is a regression
+# A second set written blind (``crosslingual_heldout2.jsonl``, its misses never read): 0.683
+# measured once, both directions above 0.5 (zh->en 0.533, en->zh 0.833).
+BLIND_FLOOR = 0.65
 
 
 @pytest.mark.timeout(600)
@@ -34,3 +38,16 @@ async def test_a_fact_said_in_one_language_is_found_by_a_question_in_the_other(
     for direction in ("zh->en", "en->zh"):  # neither direction carries the other
         part = [o for o in outcomes if o.direction == direction]
         assert sum(o.hit for o in part) / len(part) >= FLOOR - 0.05, figure
+
+
+@pytest.mark.timeout(600)
+async def test_the_set_written_blind_holds_its_measured_figure(pipeline: Pipeline) -> None:
+    cubes = load(DATA / "crosslingual_heldout2.jsonl")
+    await ingest(pipeline.client, cubes)
+    outcomes = await ask(pipeline.client, cubes)
+    figure = report(outcomes)
+    print(figure)
+    assert sum(o.hit for o in outcomes) / len(outcomes) >= BLIND_FLOOR, figure
+    for direction in ("zh->en", "en->zh"):
+        part = [o for o in outcomes if o.direction == direction]
+        assert sum(o.hit for o in part) / len(part) >= 0.5, figure

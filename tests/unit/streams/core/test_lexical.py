@@ -19,3 +19,11 @@ def test_an_irregular_past_tense_meets_its_base_form() -> None:
     bm25 = BM25(docs)
     assert [bm25.scores(terms(q)).argmax() for q in ("choose", "buy", "go")] == [0, 1, 2]
     assert terms("Painted paintings") == terms("paint paint")
+
+
+def test_a_day_named_once_meets_it_named_as_a_habit() -> None:
+    """"What do I do on Wednesday?" is answered by "on Wednesdays": the lemma of the one was
+    capitalised and of the other not, and the two never met."""
+    docs = [terms(t) for t in ("I coach soccer on Wednesdays.", "I swim on Saturday mornings.")]
+    assert BM25(docs).scores(terms("What do I do on Wednesday?")).argmax() == 0
+    assert terms("Wednesday April") == terms("wednesdays april")
