@@ -260,27 +260,33 @@ async def group_positions(
     of those topics; one the group never committed counts from the log start.
     """
     async with _admin(bootstrap) as admin, _offsets_reader(bootstrap) as reader:
-        partitions: list[TopicPartition] | None = None
-        if topics is not None:
-            known = await reader.topics()
-            if missing := [t for t in topics if t not in known]:
-                raise TopicAdminError(f"topics {missing} do not exist on {bootstrap}")
-            partitions = [TopicPartition(t, p) for t in topics
-                          for p in sorted(reader.partitions_for_topic(t) or ())]
-        try:
-            committed = await admin.list_consumer_group_offsets(group_id, partitions=partitions)
-        except KafkaConnectionError as exc:
-            if partitions is not None:
-                raise
-            raise GroupOffsetsUnsupported(
-                f"the broker at {bootstrap} cannot list the committed offsets of group "
-                f"{group_id} (tansu closes the connection on that request); pass topics=[...] "
-                "or use noida or Apache Kafka"
-            ) from exc
-        if not committed:
-            return {}
-        ends = await reader.end_offsets(list(committed))
-        starts = await reader.beginning_offsets(list(committed))
+        return await _positions(admin, reader, bootstrap, group_id, topics)
+
+
+async def _positions(admin: AIOKafkaAdminClient, reader: AIOKafkaConsumer, bootstrap: str,
+                     group_id: str, topics: Sequence[str] | None) -> Positions:
+    """``group_positions`` through clients already started."""
+    partitions: list[TopicPartition] | None = None
+    if topics is not None:
+        known = await reader.topics()
+        if missing := [t for t in topics if t not in known]:
+            raise TopicAdminError(f"topics {missing} do not exist on {bootstrap}")
+        partitions = [TopicPartition(t, p) for t in topics
+                      for p in sorted(reader.partitions_for_topic(t) or ())]
+    try:
+        committed = await admin.list_consumer_group_offsets(group_id, partitions=partitions)
+    except KafkaConnectionError as exc:
+        if partitions is not None:
+            raise
+        raise GroupOffsetsUnsupported(
+            f"the broker at {bootstrap} cannot list the committed offsets of group "
+            f"{group_id} (tansu closes the connection on that request); pass topics=[...] "
+            "or use noida or Apache Kafka"
+        ) from exc
+    if not committed:
+        return {}
+    ends = await reader.end_offsets(list(committed))
+    starts = await reader.beginning_offsets(list(committed))
     out: Positions = {}
     for tp, meta in sorted(committed.items()):
         base = meta.offset if meta.offset >= 0 else starts[tp]
@@ -302,8 +308,11 @@ async def worker_positions(settings: Settings, bootstrap: str) -> Positions:
     for spec in WORKER_INPUTS:
         groups.setdefault(consumer_group(settings, spec), []).append(spec.name(settings))
     positions: Positions = {}
-    for group, names in groups.items():
-        positions.update(await group_positions(bootstrap, group, names))
+    # one admin client and one offsets reader for every group: each started client is a
+    # connection, a bootstrap and a metadata read, and a worker samples every few seconds
+    async with _admin(bootstrap) as admin, _offsets_reader(bootstrap) as reader:
+        for group, names in groups.items():
+            positions.update(await _positions(admin, reader, bootstrap, group, names))
     return positions
 
 

@@ -110,7 +110,9 @@ class EpisodeIndex:
     episode_bm25: BM25
     episode_of_turn: np.ndarray
     position: dict[str, int] = field(default_factory=dict)  # episode id -> position
-    turns_of_message: dict[str, list[int]] = field(default_factory=dict)
+    # message id -> its turns (tuples of ints: nothing the cyclic collector walks once it has
+    # met them, where a list per message was one more object in every full pass)
+    turns_of_message: dict[str, tuple[int, ...]] = field(default_factory=dict)
     built_at: float = 0.0
     version: int = 0
     counted_at: float = 0.0  # when ``version`` was last found to be the cube's count
@@ -163,7 +165,8 @@ class EpisodeIndex:
         index.script_of_turn = np.asarray([script_code(t.text) for t in turns], dtype=np.int8)
         for i, turn in enumerate(turns):
             if turn.message_id:
-                index.turns_of_message.setdefault(turn.message_id, []).append(i)
+                index.turns_of_message[turn.message_id] = (
+                    *index.turns_of_message.get(turn.message_id, ()), i)
         return index
 
 
