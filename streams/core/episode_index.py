@@ -163,10 +163,11 @@ class EpisodeIndex:
         codes = {n: i for i, n in enumerate(index.speakers)}
         index.speaker_of_turn = np.asarray([codes.get(n, -1) for n in names], dtype=np.int64)
         index.script_of_turn = np.asarray([script_code(t.text) for t in turns], dtype=np.int8)
+        of_message: dict[str, list[int]] = {}
         for i, turn in enumerate(turns):
             if turn.message_id:
-                index.turns_of_message[turn.message_id] = (
-                    *index.turns_of_message.get(turn.message_id, ()), i)
+                of_message.setdefault(turn.message_id, []).append(i)
+        index.turns_of_message = {m: tuple(found) for m, found in of_message.items()}
         return index
 
 
