@@ -2,7 +2,7 @@
 ``bench/supersession.py``) has the shape the bench counts on: enough pairs, half of them or
 more explicit changes, every near-miss kind, both languages and mixed pairs, and terms that
 tell the current fact's hits from the stale one's. The held-out sets
-(``supersession_heldout3.jsonl`` to ``5``) are held to the same per-pair checks."""
+(``supersession_heldout3.jsonl`` to ``8``) are held to the same per-pair checks."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ PAIRS = load("supersession_pairs.jsonl")
 HELDOUT3 = load("supersession_heldout3.jsonl")
 HELDOUT4 = load("supersession_heldout4.jsonl")
 HELDOUT5 = load("supersession_heldout5.jsonl")
-EVERY_SET = pytest.mark.parametrize("pairs", [PAIRS, HELDOUT3, HELDOUT4, HELDOUT5],
-                                    ids=["pairs", "heldout3", "heldout4", "heldout5"])
+LATER = {n: load(f"supersession_heldout{n}.jsonl") for n in (6, 7, 8)}
+EVERY_SET = pytest.mark.parametrize(
+    "pairs", [PAIRS, HELDOUT3, HELDOUT4, HELDOUT5, *LATER.values()],
+    ids=["pairs", "heldout3", "heldout4", "heldout5", *(f"heldout{n}" for n in LATER)])
 NEAR_MISS_KINDS = {"plan", "trip", "other_person", "other_time", "hypothetical",
                    "other_attribute"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
