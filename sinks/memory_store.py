@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import partial
 from typing import TypeVar
 
@@ -290,6 +291,10 @@ class MemoryStore:
         return await self._retry(
             f"usage of {len(uses)} nodes in {cube_id}",
             lambda: self.graph.record_usage(cube_id, uses, keep, seen))
+
+    async def mark_used(self, cube_id: str, at: datetime) -> None:
+        """Note the cube's latest search (which cubes a starting worker warms)."""
+        await self._retry(f"last use of {cube_id}", lambda: self.graph.mark_used(cube_id, at))
 
     async def clear_cube(self, cube_id: str) -> tuple[int, int]:
         """Erase a cube from both stores; returns (nodes, vectors) deleted."""

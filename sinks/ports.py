@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -233,8 +234,13 @@ class GraphStore(Protocol):
     async def list_cubes(self) -> list[str]: ...
 
     async def recent_cubes(self, limit: int) -> list[str]:
-        """At most ``limit`` cubes holding memories, the most recently changed first (by
-        their newest node's ``updated_at``)."""
+        """At most ``limit`` cubes holding memories, the most recently changed or searched
+        first (by their newest node's ``updated_at`` or their last ``mark_used``)."""
+        ...
+
+    async def mark_used(self, cube_id: str, at: datetime) -> None:
+        """Note that a search of the cube was answered at ``at`` (``recent_cubes``: a worker
+        starting warms the cubes searched last, not only those changed last)."""
         ...
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:

@@ -190,15 +190,29 @@ MATCH (a:LLMAnswer {cube_id: $cube_id})
 DELETE a
 """
 
+MARK_CUBE_USED = """
+MERGE (u:CubeUse {cube_id: $cube_id})
+SET u.used_at = $at
+"""
+
+CLEAR_CUBE_USE = """
+MATCH (u:CubeUse {cube_id: $cube_id})
+DELETE u
+"""
+
 LIST_CUBES = """
 MATCH (n:Memory)
 RETURN DISTINCT n.cube_id AS cube_id
 ORDER BY cube_id
 """
+# A cube searched later than it changed counts from its last search (one CubeUse node a
+# cube, outside the Memory label, holding no text).
 RECENT_CUBES = """
 MATCH (n:Memory)
-WITH n.cube_id AS cube_id, max(n.updated_at) AS last
+WITH n.cube_id AS cube_id, max(n.updated_at) AS changed
 WHERE cube_id IS NOT NULL
+OPTIONAL MATCH (u:CubeUse {cube_id: cube_id})
+WITH cube_id, CASE WHEN u.used_at > changed THEN u.used_at ELSE changed END AS last
 RETURN cube_id, last
 ORDER BY last DESC, cube_id
 LIMIT $limit

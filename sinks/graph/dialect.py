@@ -66,6 +66,7 @@ NEO4J: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("cube_access", "CREATE INDEX cube_access IF NOT EXISTS FOR (n:CubeAccess) ON (n.cube_id)"),
         ("llm_spend", "CREATE INDEX llm_spend IF NOT EXISTS FOR (n:LLMSpend) ON (n.cube_id)"),
+        ("cube_use", "CREATE INDEX cube_use IF NOT EXISTS FOR (n:CubeUse) ON (n.cube_id)"),
         *NEO4J_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
         ("llm_answer", "CREATE INDEX llm_answer IF NOT EXISTS FOR (n:LLMAnswer) ON (n.call)"),
     ),
@@ -87,6 +88,7 @@ FALKORDB: Final = Dialect(
         # cube access records and the LLM budget ledger, looked up per request / per cube
         ("CubeAccess.cube_id", "CREATE INDEX FOR (n:CubeAccess) ON (n.cube_id)"),
         ("LLMSpend.cube_id", "CREATE INDEX FOR (n:LLMSpend) ON (n.cube_id)"),
+        ("CubeUse.cube_id", "CREATE INDEX FOR (n:CubeUse) ON (n.cube_id)"),
         *FALKORDB_LOG_REFS,  # where a cube's records sit in the log (sinks/log_refs.py)
         ("LLMAnswer.call", "CREATE INDEX FOR (n:LLMAnswer) ON (n.call)"),
     ),

@@ -76,6 +76,7 @@ class InMemoryGraphStore(InMemoryLogRefs):
         self._access: dict[str, CubeAccess] = {}
         self._spend: dict[str, tuple[str, dict[str, int]]] = {}  # cube -> (period, calls)
         self._answers: dict[str, dict[str, str]] = {}  # cube -> call -> answer
+        self._used: dict[str, datetime] = {}  # cube -> its last search (``mark_used``)
 
     async def ensure_schema(self) -> None:
         """Nothing to create."""
@@ -449,6 +450,7 @@ class InMemoryGraphStore(InMemoryLogRefs):
     async def clear_cube(self, cube_id: str) -> int:
         self._edges.pop(cube_id, None)
         self._answers.pop(cube_id, None)
+        self._used.pop(cube_id, None)
         return len(self._nodes.pop(cube_id, {}))
 
     async def list_cubes(self) -> list[str]:
@@ -457,7 +459,11 @@ class InMemoryGraphStore(InMemoryLogRefs):
     async def recent_cubes(self, limit: int) -> list[str]:
         last = {c: max(n.metadata.updated_at for n in nodes.values())
                 for c, nodes in self._nodes.items() if nodes}
+        last = {c: max(t, self._used.get(c, t)) for c, t in last.items()}
         return sorted(last, key=lambda c: (-last[c].timestamp(), c))[:max(limit, 0)]
+
+    async def mark_used(self, cube_id: str, at: datetime) -> None:
+        self._used[cube_id] = at
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         return self._access.get(cube_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from memstream.security.access import CubeAccess
@@ -424,6 +425,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
             total += deleted
             if deleted == 0:
                 await self._write(cypher.CLEAR_LLM_ANSWERS, {"cube_id": cube_id})
+                await self._write(cypher.CLEAR_CUBE_USE, {"cube_id": cube_id})
                 return total
 
     async def list_cubes(self) -> list[str]:
@@ -435,6 +437,9 @@ class CypherGraphStore(CypherLogRefs, ABC):
             return []
         rows = await self._read(cypher.RECENT_CUBES, {"limit": int(limit)})
         return [r["cube_id"] for r in rows]
+
+    async def mark_used(self, cube_id: str, at: datetime) -> None:
+        await self._write(cypher.MARK_CUBE_USED, {"cube_id": cube_id, "at": cypher.iso(at)})
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         rows = await self._read(cypher.GET_CUBE_ACCESS, {"cube_id": cube_id})

@@ -7,7 +7,8 @@ search read it. Now the uses of ``search.usage_flush_s`` are written together: p
 write, each node's new records appended oldest first (``GraphStore.record_usage``). A use
 is timed when its search is answered, not when it is written; a worker that stops writes
 what it holds first; a write that fails after the store's retries is logged with the
-number of nodes whose use was not kept.
+number of nodes whose use was not kept. The cube's last search is noted too, at most once
+every ``MARK_EVERY`` (a starting worker warms the cubes searched last: ``recent_cubes``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from memstream.sinks.lru import LRU
@@ -24,6 +26,7 @@ from memstream.topics.events import RequestBase
 from memstream.topics.models import MemoryItem, UsageRecord
 
 log = logging.getLogger("memstream.search")
+MARK_EVERY = timedelta(minutes=1)
 
 
 @dataclass
@@ -47,6 +50,7 @@ class UsageWriter:
                                                 on_evict=self._write_now)
         self._task: asyncio.Task[None] | None = None
         self._writing: set[asyncio.Task[None]] = set()
+        self._marked: LRU[str, datetime] = LRU(deps.settings.search.usage_cubes)
 
     @property
     def pending_cubes(self) -> int:
@@ -95,6 +99,14 @@ class UsageWriter:
         except Exception as exc:  # noqa: BLE001 - reported; the searches were answered
             log.warning("usage of %d nodes in %s was not recorded: %s", len(pending.uses),
                         cube_id, exc)
+        last = max(r.at for records in pending.uses.values() for r in records)
+        if (marked := self._marked.get(cube_id)) is not None and last - marked < MARK_EVERY:
+            return
+        self._marked.put(cube_id, last)
+        try:
+            await self.deps.store.mark_used(cube_id, last)
+        except Exception as exc:  # noqa: BLE001 - only which cubes a restart warms first
+            log.warning("the last search of %s was not noted: %s", cube_id, exc)
 
     def _spawn(self, write: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(write)

@@ -39,7 +39,7 @@ SCANS = ("Node By Label Scan", "All Node Scan")
 # Queries that read a whole label on purpose (a fragment of each), and why.
 WHOLE_LABEL: dict[str, str] = {
     "RETURN DISTINCT n.cube_id AS cube_id": "list_cubes: every cube of the graph (erase, admin)",
-    "max(n.updated_at) AS last": "recent_cubes: the worker's start warms the newest cubes",
+    "max(n.updated_at) AS changed": "recent_cubes: the worker's start warms the newest cubes",
     "MATCH (a:LLMAnswer {cube_id: $cube_id})\nDELETE a": "an erasure drops the cube's answers",
     "MATCH (x:LogRef) WHERE x.node_id STARTS WITH": "an id prefix typed in the CLI, any cube",
 }

@@ -705,7 +705,8 @@ async def test_clear_cube_and_list_cubes(graph_store: GraphStore, cube: str) -> 
 
 
 async def test_recent_cubes_come_newest_change_first(graph_store: GraphStore, cube: str) -> None:
-    """What a worker warms at start: the cubes whose memories changed last, at most
+    """What a worker warms at start: the cubes whose memories changed (or that were searched)
+    last, at most
     ``limit`` (years past the other tests' clocks, so this test's cubes are the newest)."""
     late, later = cube + "-late", cube + "-later"
     years = 60 * 24 * 365 * 10
@@ -721,6 +722,28 @@ async def test_recent_cubes_come_newest_change_first(graph_store: GraphStore, cu
     await graph_store.clear_cube(late)
     assert late not in await graph_store.recent_cubes(1000)
     await graph_store.clear_cube(later)
+
+
+async def test_a_cube_searched_after_its_last_change_counts_from_its_search(
+        graph_store: GraphStore, cube: str) -> None:
+    """A cube searched last is warmed first at a worker's start, even if another changed
+    later; erasing the cube forgets its searches."""
+    searched, changed = cube + "-searched", cube + "-changed"
+    years = 60 * 24 * 365 * 11
+    await graph_store.upsert_nodes(searched, [node(searched, "a", minutes=years)])
+    await graph_store.upsert_nodes(changed, [node(changed, "a", minutes=years + 10)])
+    assert await graph_store.recent_cubes(2) == [changed, searched]
+    at = node(searched, "a", minutes=years + 20).metadata.updated_at
+    await graph_store.mark_used(searched, at)
+    assert await graph_store.recent_cubes(2) == [searched, changed]
+    await graph_store.mark_used(searched, at - timedelta(minutes=60))  # older than its change
+    assert await graph_store.recent_cubes(2) == [changed, searched]
+    await graph_store.mark_used(searched, at)
+    await graph_store.clear_cube(searched)
+    await graph_store.upsert_nodes(searched, [node(searched, "a", minutes=years)])
+    assert await graph_store.recent_cubes(2) == [changed, searched]  # its search forgotten
+    await graph_store.clear_cube(searched)
+    await graph_store.clear_cube(changed)
 
 
 async def test_llm_answers_are_kept_per_cube_and_erased_with_it(

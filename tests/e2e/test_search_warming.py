@@ -1,5 +1,6 @@
-"""A restarted worker loads the search caches of the cubes that changed last, before anyone
-searches them, so their first search is not a cold one (``search.warm_cubes``)."""
+"""A restarted worker loads the search caches of the cubes that changed or were searched
+last, before anyone searches them, so their first search is not a cold one
+(``search.warm_cubes``)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,13 @@ async def test_a_restarted_worker_warms_the_latest_cubes_before_any_search(
         assert not warmed(p, "alice")  # beyond warm_cubes: loads on its first search
         hits = await p.client.search("alice", "what can't I eat?", cube_id="alice")
         assert "shellfish" in hits[0].item.memory
+    async for p in run_pipeline(settings):  # alice was searched last: she comes first now
+        for _ in range(300):
+            if warmed(p, "alice") and warmed(p, "carol"):
+                break
+            await asyncio.sleep(0.1)
+        assert warmed(p, "alice") and warmed(p, "carol")
+        assert not warmed(p, "bob")
 
 
 async def test_warming_can_be_turned_off(

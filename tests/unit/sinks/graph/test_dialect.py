@@ -9,7 +9,8 @@ def test_neo4j_ddl_is_idempotent_and_named() -> None:
     for key, statement in cypher.NEO4J.schema:
         assert statement.startswith(("CREATE CONSTRAINT ", "CREATE INDEX ",
                                      "CREATE FULLTEXT INDEX "))
-        others = {"cube_access": "CubeAccess", "llm_spend": "LLMSpend", "llm_answer": "LLMAnswer"}
+        others = {"cube_access": "CubeAccess", "llm_spend": "LLMSpend", "llm_answer": "LLMAnswer",
+                  "cube_use": "CubeUse"}
         label = "LogRef" if key.startswith("log_ref_") else others.get(key, "Memory")
         assert f" {key} IF NOT EXISTS FOR (n:{label}) " in statement
     assert cypher.NEO4J.indexed_properties is None

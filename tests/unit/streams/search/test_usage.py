@@ -5,13 +5,14 @@ recently searched cube's uses at once, so nothing held is ever dropped."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memstream.streams.runtime.stage import Deps
 from memstream.streams.search.usage import UsageWriter
 from memstream.topics.events import SearchRequest
 from memstream.topics.models import MemoryItem, MemoryMetadata
-from tests.support.doubles import memory_deps
+from tests.support.doubles import ManualClock, memory_deps
 
 
 async def stored(deps: Deps, cubes: int) -> dict[str, MemoryItem]:
@@ -72,3 +73,38 @@ async def test_the_least_recently_searched_cube_is_written_first(tmp_path: Path)
         [[], ["about 1"], [], []]
     await writer.close()
     assert await uses_in_store(deps, nodes["cube0"]) == ["about 0", "about 0"]
+
+
+async def test_a_search_makes_its_cube_one_a_restarted_worker_warms_first(
+        tmp_path: Path) -> None:
+    """``recent_cubes`` counts a cube's last search, not only its last change (a worker
+    starting warms those first), noted at most once a minute per cube."""
+    deps = memory_deps(tmp_path, search={"usage_flush_s": 3600})
+    nodes = await stored(deps, 3)
+    graph = deps.store.graph
+    newest_change = await graph.recent_cubes(1)
+    oldest = next(c for c in nodes if c not in newest_change)
+    clock = deps.clock
+    assert isinstance(clock, ManualClock)
+    clock.now = datetime.now(UTC) + timedelta(hours=1)  # after every change
+    writer = UsageWriter(deps)
+    searched(writer, nodes[oldest], "where do I live?")
+    await writer.flush()
+    assert await graph.recent_cubes(1) == [oldest]
+    notes: list[str] = []
+    mark = graph.mark_used
+
+    async def noting(cube_id: str, at: datetime) -> None:
+        notes.append(cube_id)
+        await mark(cube_id, at)
+
+    graph.mark_used = noting  # type: ignore[method-assign]
+    clock.advance(seconds=30)
+    searched(writer, nodes[oldest], "and now?")
+    await writer.flush()
+    assert notes == []  # the same minute: not written again
+    clock.advance(minutes=2)
+    searched(writer, nodes[oldest], "and later?")
+    await writer.flush()
+    assert notes == [oldest]
+    await writer.close()
