@@ -250,7 +250,7 @@ async def start_worker(scope: contextlib.AsyncExitStack, settings: Settings,
     await proc.start()
     scope.push_async_callback(proc.stop)
     if settings.search.warm_cubes > 0:
-        # its start-up warming of the cubes changed last runs beside the first searches
+        # its start-up warming of the cubes changed or searched last runs beside the first searches
         # otherwise (22 s on 14 cubes): "one question at a time, nothing else running"
         line = await proc.wait_for("warmed the search caches", "search caches not warmed")
         print("worker: " + line.split("memstream.search.warming", 1)[-1].strip(" :-"),

@@ -22,7 +22,7 @@ data dir) as ``VECTOR__URI``. One ``memstream worker`` process at default settin
    with the same DIR and shape skips steps 1-2 and reports what the filling run measured
    (its searches have added usage records to the nodes they returned; nothing else changed).
 3. The worker is restarted on the filled stores (a deployment's restart; its own warming of
-   the ``search.warm_cubes`` most recently changed cubes runs; nothing is warmed by hand).
+   the ``search.warm_cubes`` cubes changed or searched last runs; nothing is warmed by hand).
 4. ``--searches`` fast searches (top 10), one at a time through ``MemoryClient`` from this
    process, of cubes drawn with a Zipf law (``--zipf`` exponent, default 1.0: the cube of
    rank r is picked with probability ∝ 1/r, over a random ranking of the cubes), each a
