@@ -305,8 +305,7 @@ class SearchSettings(BaseModel):
     # most ~70 MB, and a worker holds that many only past ~2,000 searches a second.
     usage_cubes: int = Field(default=1_000, ge=1)
     # Cubes whose search caches (episode index, in-memory vectors) a worker loads at start,
-    # the most recently changed or searched first: their first search is then as fast as the
-    # rest.
+    # those changed or searched last first: their first search is then as fast as the rest.
     warm_cubes: int = Field(default=8, ge=0)
     _ranking: Recipe = PrivateAttr(default_factory=Recipe)
 

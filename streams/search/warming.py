@@ -5,10 +5,10 @@ searches reuse: the cube's episodes read and indexed for turn ranking, and its v
 loaded into the in-memory index in front of Milvus Lite, while both loads compete with
 the search itself. On the dev-split cubes (bench/retrieval_quality.py) the first search
 of each cube took 0.9-1.6 s against a p95 of about 0.2 s for the rest. So a worker loads
-both for the ``search.warm_cubes`` cubes whose memories changed last or that were searched
-last (a search is noted by ``streams/search/usage.py``; no more than the
-caches hold: ``search.episode_index_cubes``, ``vector.lite_cache_max_cubes``), one at a time,
-in the background, once it has started: a cube searched meanwhile just loads itself (the
+both for the ``search.warm_cubes`` cubes whose memories changed or that were searched last
+(``streams/search/usage.py`` notes a search; no more than the caches hold:
+``search.episode_index_cubes``, ``vector.lite_cache_max_cubes``), one at a time, in the
+background, once it has started: a cube searched meanwhile just loads itself (the
 caches share one load per cube). The lemma dictionary of keyword ranking is loaded first;
 what was loaded is frozen out of the cyclic collector's passes (``streams/runtime/heap.py``).
 A cube that fails to warm is logged and skipped; warming never fails the worker.

@@ -706,8 +706,8 @@ async def test_clear_cube_and_list_cubes(graph_store: GraphStore, cube: str) -> 
 
 async def test_recent_cubes_come_newest_change_first(graph_store: GraphStore, cube: str) -> None:
     """What a worker warms at start: the cubes whose memories changed (or that were searched)
-    last, at most
-    ``limit`` (years past the other tests' clocks, so this test's cubes are the newest)."""
+    last, at most ``limit`` (years past the other tests' clocks, so this test's cubes are the
+    newest)."""
     late, later = cube + "-late", cube + "-later"
     years = 60 * 24 * 365 * 10
     await graph_store.upsert_nodes(late, [node(late, "a", minutes=years),
