@@ -170,14 +170,10 @@ class MemoryStore:
         announces the eviction first and deletes once the announcement is sent)."""
         if keep < 0:
             raise StoreError(f"keep must be >= 0, got {keep}")
-        counts = await self._retry(f"count of {cube_id}",
-                                   lambda: self.graph.count_by_type(cube_id))
-        if counts.get(memory_type, 0) <= keep:
-            return []
-        nodes = await self._retry(f"{memory_type} of {cube_id}",
-                                  lambda: self.graph.all_of_type(cube_id, memory_type))
-        newest_first = sorted(nodes, key=lambda n: (n.metadata.updated_at, n.id), reverse=True)
-        return [n.id for n in newest_first[keep:]]
+        # ids only, sorted by the graph: a full cube is checked after every batch, and reading
+        # its 1,500 facts whole each time was a sixth of the worker's event loop
+        return await self._retry(f"{memory_type} of {cube_id} beyond {keep}",
+                                 lambda: self.graph.beyond_capacity(cube_id, memory_type, keep))
 
     async def complete(self, cube_id: str, ids: Sequence[str], embed: EmbedNodes) -> list[str]:
         """Finish units a crash left half-written; the graph (the source of truth) is not

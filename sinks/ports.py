@@ -220,6 +220,11 @@ class GraphStore(Protocol):
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
         """Delete activated nodes of a type older than the newest ``keep`` (FIFO by updated_at)."""
 
+    async def beyond_capacity(self, cube_id: str, memory_type: MemoryType,
+                              keep: int) -> list[str]:
+        """The ids ``remove_oldest`` would delete, newest first; nothing is deleted. Only the
+        ids are read: a full cube checks this after every batch."""
+
     async def optimization_candidates(
         self, cube_id: str, memory_type: MemoryType, limit: int = 1000
     ) -> list[MemoryItem]:
@@ -240,7 +245,8 @@ class GraphStore(Protocol):
 
     async def mark_used(self, cube_id: str, at: datetime) -> None:
         """Note that a search of the cube was answered at ``at`` (``recent_cubes``: a worker
-        starting warms the cubes searched last, not only those changed last)."""
+        starting warms the cubes searched last, not only those changed last). A cube that
+        holds no memory (erased meanwhile) is not noted."""
         ...
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:

@@ -190,8 +190,12 @@ MATCH (a:LLMAnswer {cube_id: $cube_id})
 DELETE a
 """
 
-MARK_CUBE_USED = """
-MERGE (u:CubeUse {cube_id: $cube_id})
+# Only a cube that still holds memories: a search answered just before its cube's erasure,
+# noted just after, must not bring the erased cube's id back.
+MARK_CUBE_USED = f"""
+MATCH (n:Memory {{{IN_CUBE}}})
+WITH n LIMIT 1
+MERGE (u:CubeUse {{cube_id: $cube_id}})
 SET u.used_at = $at
 """
 
@@ -240,6 +244,13 @@ SKIP $keep
 WITH n, n.id AS removed
 DETACH DELETE n
 RETURN removed
+"""
+# What REMOVE_OLDEST would delete, ids only, newest first.
+BEYOND_CAPACITY = f"""
+MATCH (n:Memory {{{IN_CUBE}, memory_type: $memory_type, status: 'activated'}})
+WITH n ORDER BY n.updated_at DESC, n.id DESC
+SKIP $keep
+RETURN n.id AS id
 """
 # Pattern predicate rather than NOT EXISTS {...}: see ``Dialect``.
 OPTIMIZATION_CANDIDATES = f"""

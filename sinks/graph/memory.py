@@ -416,14 +416,18 @@ class InMemoryGraphStore(InMemoryLogRefs):
 
     async def remove_oldest(self, cube_id: str, memory_type: MemoryType, keep: int) -> list[str]:
         """FIFO by updated_at: keep the newest ``keep`` (ties: the smaller id goes first)."""
+        removed = await self.beyond_capacity(cube_id, memory_type, keep)
+        self._drop_nodes(cube_id, removed)
+        return removed
+
+    async def beyond_capacity(self, cube_id: str, memory_type: MemoryType,
+                              keep: int) -> list[str]:
         if keep < 0:
             raise StoreError(f"keep must be >= 0, got {keep}")
         chosen = self._select(cube_id, lambda n: n.metadata.memory_type == memory_type
                               and n.metadata.status == "activated")
         ordered = sorted(chosen, key=lambda n: (n.metadata.updated_at, n.id), reverse=True)
-        removed = [n.id for n in ordered[keep:]]
-        self._drop_nodes(cube_id, removed)
-        return removed
+        return [n.id for n in ordered[keep:]]
 
     async def optimization_candidates(
         self, cube_id: str, memory_type: MemoryType, limit: int = 1000
@@ -463,7 +467,8 @@ class InMemoryGraphStore(InMemoryLogRefs):
         return sorted(last, key=lambda c: (-last[c].timestamp(), c))[:max(limit, 0)]
 
     async def mark_used(self, cube_id: str, at: datetime) -> None:
-        self._used[cube_id] = at
+        if self._nodes.get(cube_id):
+            self._used[cube_id] = at
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         return self._access.get(cube_id)

@@ -393,6 +393,13 @@ class CypherGraphStore(CypherLogRefs, ABC):
         rows = await self._write(cypher.REMOVE_OLDEST, params)
         return [r["removed"] for r in rows]
 
+    async def beyond_capacity(self, cube_id: str, memory_type: MemoryType,
+                              keep: int) -> list[str]:
+        if keep < 0:
+            raise StoreError(f"keep must be >= 0, got {keep}")
+        params = {**cube_params(cube_id), "memory_type": memory_type, "keep": int(keep)}
+        return [r["id"] for r in await self._read(cypher.BEYOND_CAPACITY, params)]
+
     async def optimization_candidates(
         self, cube_id: str, memory_type: MemoryType, limit: int = 1000
     ) -> list[MemoryItem]:
@@ -439,7 +446,7 @@ class CypherGraphStore(CypherLogRefs, ABC):
         return [r["cube_id"] for r in rows]
 
     async def mark_used(self, cube_id: str, at: datetime) -> None:
-        await self._write(cypher.MARK_CUBE_USED, {"cube_id": cube_id, "at": cypher.iso(at)})
+        await self._write(cypher.MARK_CUBE_USED, {**cube_params(cube_id), "at": cypher.iso(at)})
 
     async def get_cube_access(self, cube_id: str) -> CubeAccess | None:
         rows = await self._read(cypher.GET_CUBE_ACCESS, {"cube_id": cube_id})

@@ -633,6 +633,10 @@ async def test_remove_oldest_keeps_the_newest_activated_of_one_type(
     other = cube + "-other"
     await graph_store.upsert_nodes(other, [node(other, "w1", memory_type="WorkingMemory")])
 
+    # what would go, newest first, read without deleting anything
+    assert await graph_store.beyond_capacity(cube, "WorkingMemory", keep=2) == ["w3", "w2", "w1"]
+    assert await graph_store.beyond_capacity(cube, "WorkingMemory", keep=5) == []
+    assert len(await graph_store.all_of_type(cube, "WorkingMemory")) == 5
     removed = await graph_store.remove_oldest(cube, "WorkingMemory", keep=2)
     assert sorted(removed) == ["w1", "w2", "w3"]
     assert ids(await graph_store.all_of_type(cube, "WorkingMemory")) == ["w5", "w4"]
@@ -727,7 +731,8 @@ async def test_recent_cubes_come_newest_change_first(graph_store: GraphStore, cu
 async def test_a_cube_searched_after_its_last_change_counts_from_its_search(
         graph_store: GraphStore, cube: str) -> None:
     """A cube searched last is warmed first at a worker's start, even if another changed
-    later; erasing the cube forgets its searches."""
+    later; erasing the cube forgets its searches, and one noted after the erasure (a search
+    answered just before it) is not kept."""
     searched, changed = cube + "-searched", cube + "-changed"
     years = 60 * 24 * 365 * 11
     await graph_store.upsert_nodes(searched, [node(searched, "a", minutes=years)])
@@ -742,6 +747,10 @@ async def test_a_cube_searched_after_its_last_change_counts_from_its_search(
     await graph_store.clear_cube(searched)
     await graph_store.upsert_nodes(searched, [node(searched, "a", minutes=years)])
     assert await graph_store.recent_cubes(2) == [changed, searched]  # its search forgotten
+    await graph_store.clear_cube(searched)
+    await graph_store.mark_used(searched, at)  # a search answered before the erasure
+    await graph_store.upsert_nodes(searched, [node(searched, "a", minutes=years)])
+    assert await graph_store.recent_cubes(2) == [changed, searched]  # not noted once erased
     await graph_store.clear_cube(searched)
     await graph_store.clear_cube(changed)
 
