@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 import tempfile
 import time
@@ -45,12 +46,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from history import pool_vectors  # noqa: E402
 from history_data import CONVERSATION, chunks, dumps, pool_sentences, speakers  # noqa: E402
 from history_stack import cli, ingest, load_dumps, running  # noqa: E402
 
 from memstream.client.client import MemoryClient  # noqa: E402
 from memstream.security.keys import activate  # noqa: E402
-from memstream.streams.embed.local import LocalEmbedder  # noqa: E402
 from memstream.topics.models import CubeGraph  # noqa: E402
 from memstream.topics.settings import Settings  # noqa: E402
 
@@ -59,14 +60,6 @@ WARM_CHUNKS = 4  # chunks ingested into a grown cube before the counted ones
 
 def now() -> str:
     return time.strftime("%H:%M:%S")
-
-
-async def pool_vectors(pool: list[str]) -> list[list[float]]:
-    embedder = LocalEmbedder()
-    try:
-        return [[float(x) for x in v] for v in await embedder.embed_passages(pool)]
-    finally:
-        await embedder.close()
 
 
 def grown(targets: tuple[str, str], size: int, pool: list[str], vectors: list[list[float]],
@@ -101,10 +94,8 @@ async def run(args: argparse.Namespace) -> None:
     data = root / "stack"
     settings = Settings(data_dir=data)
     pool = pool_sentences(args.pool, args.seed)
-    t0 = time.perf_counter()
+    print(f"data {root}", flush=True)
     vectors = await pool_vectors(pool)
-    print(f"data {root}; pool of {len(pool)} sentences embedded in "
-          f"{time.perf_counter() - t0:.0f}s", flush=True)
     up_s = await asyncio.to_thread(cli, data, "up")
     key_dir = settings.erasure_key_dir
     assert key_dir is not None  # noqa: S101 - the embedded stack seals
@@ -152,7 +143,6 @@ async def run(args: argparse.Namespace) -> None:
               f"{per.get('graph', 0):>13.3f} {per.get('broker', 0):>14.3f}")
     print(f"(data left in {root})" if args.keep else "")
     if not args.keep:
-        import shutil
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -237,20 +237,17 @@ RETURN {NODE}
 ORDER BY n.created_at, n.id
 """
 # FIFO by updated_at: keep the newest ``keep``, delete the rest (ties: smaller id goes first).
-REMOVE_OLDEST = f"""
+_BEYOND_KEEP = f"""
 MATCH (n:Memory {{{IN_CUBE}, memory_type: $memory_type, status: 'activated'}})
 WITH n ORDER BY n.updated_at DESC, n.id DESC
 SKIP $keep
-WITH n, n.id AS removed
+"""
+REMOVE_OLDEST = f"""{_BEYOND_KEEP}WITH n, n.id AS removed
 DETACH DELETE n
 RETURN removed
 """
 # What REMOVE_OLDEST would delete, ids only, newest first.
-BEYOND_CAPACITY = f"""
-MATCH (n:Memory {{{IN_CUBE}, memory_type: $memory_type, status: 'activated'}})
-WITH n ORDER BY n.updated_at DESC, n.id DESC
-SKIP $keep
-RETURN n.id AS id
+BEYOND_CAPACITY = f"""{_BEYOND_KEEP}RETURN n.id AS id
 """
 # Pattern predicate rather than NOT EXISTS {...}: see ``Dialect``.
 OPTIMIZATION_CANDIDATES = f"""
