@@ -19,6 +19,7 @@ import logging
 import re
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ import numpy as np
 from memstream.sinks.lru import LRU
 from memstream.streams.core.crosslingual import script_code
 from memstream.streams.core.lexical import BM25, terms
+from memstream.streams.runtime.foreground import Foreground, paced
 from memstream.topics.models import MemoryItem
 from memstream.topics.settings import SearchSettings
 
@@ -127,7 +129,12 @@ class EpisodeIndex:
     days: list[date] = field(default_factory=list)
 
     @classmethod
-    def build(cls, episodes: list[MemoryItem], version: int) -> EpisodeIndex:
+    def build(cls, episodes: list[MemoryItem], version: int,
+              pause: Callable[[], None] | None = None) -> EpisodeIndex:
+        """The index of ``episodes`` (a cube's activated ones, counted ``version``);
+        ``pause`` is called every ``PAUSE_EVERY`` turns or documents (a background build
+        lets searches go first)."""
+        step = paced(pause)
         # held without their usage histories: the index is minutes old at most, so a history
         # here would be stale anyway (usage is written against the store's own, see
         # ``streams/search/usage.py``), and 20 records per episode were a third of the objects
@@ -145,24 +152,30 @@ class EpisodeIndex:
                 turns.append(TurnRef(pos, line_no, ids[line_no] if line_no < len(ids) else None,
                                      line))
                 sessions.append(episode.metadata.session_id or f"episode:{episode.id}")
-        turn_terms = [_line_terms(t.text) for t in turns]
+        turn_terms = []
+        names = []
+        scripts = []
+        for turn in turns:  # the words, speaker and script of each turn: most of a build
+            step()
+            turn_terms.append(_line_terms(turn.text))
+            names.append(speaker_of(turn.text))
+            scripts.append(script_code(turn.text))
         episode_terms: list[list[str]] = [[] for _ in episodes]
         for turn, words in zip(turns, turn_terms, strict=True):  # an episode's words are its
             episode_terms[turn.episode].extend(words)  # lines' (no word spans a line break)
         index = cls(
             episodes=episodes, turns=turns, session_of_turn=sessions,
-            turn_bm25=BM25(turn_terms),
-            episode_bm25=BM25(episode_terms),
+            turn_bm25=BM25(turn_terms, pause=pause),
+            episode_bm25=BM25(episode_terms, pause=pause),
             episode_of_turn=np.asarray([t.episode for t in turns], dtype=np.int64),
             position={e.id: i for i, e in enumerate(episodes)},
             built_at=time.monotonic(), version=version)
         index.counted_at = index.built_at
         index.days = [(e.metadata.memory_time or e.metadata.created_at).date() for e in episodes]
-        names = [speaker_of(t.text) for t in turns]
         index.speakers = sorted({n for n in names if n})
         codes = {n: i for i, n in enumerate(index.speakers)}
         index.speaker_of_turn = np.asarray([codes.get(n, -1) for n in names], dtype=np.int64)
-        index.script_of_turn = np.asarray([script_code(t.text) for t in turns], dtype=np.int8)
+        index.script_of_turn = np.asarray(scripts, dtype=np.int8)
         of_message: dict[str, list[int]] = {}
         for i, turn in enumerate(turns):
             if turn.message_id:
@@ -183,6 +196,9 @@ class EpisodeIndexes:
             on_evict=self._evicted)
         self._locks: dict[str, asyncio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[EpisodeIndex]] = {}
+        # the searches a background build lets go first (``indexes_for``; none: it never waits)
+        self.foreground: Foreground | None = None
+        self._waited_on: dict[str, int] = {}  # cube -> searches waiting for its build now
 
     def bound(self, max_cubes: int, max_turns: int) -> None:
         """Hold at most this many cubes and turns (from the next index held on)."""
@@ -261,19 +277,23 @@ class EpisodeIndexes:
         """The cube's index at ``version``, rebuilt unless one is (built within ``fresh_s``
         when given)."""
         lock = self._locks.setdefault(cube_id, asyncio.Lock())
+        waiting = fresh_s is None  # a search waits for this build: one the background makes
+        if waiting:  # for the cube stops yielding to searches
+            self._waited_on[cube_id] = self._waited_on.get(cube_id, 0) + 1
         try:
             async with lock:
                 current = self._indexes.peek(cube_id)
                 if current is not None and current.version == version and \
                         (fresh_s is None or time.monotonic() - current.built_at < fresh_s):
                     return current
+                between, pause = self._yielding(cube_id) if not waiting else (None, None)
                 if not version:
                     episodes = []
-                elif fresh_s is None:  # a search waits for it: one read
+                elif waiting:  # one read
                     episodes = await query.all_of_type(cube_id, "EpisodicMemory")
                 else:
-                    episodes = await _paged_episodes(query, cube_id)
-                index = await asyncio.to_thread(EpisodeIndex.build, episodes, version)
+                    episodes = await _paged_episodes(query, cube_id, between)
+                index = await asyncio.to_thread(EpisodeIndex.build, episodes, version, pause)
                 if fresh_s is not None and len(episodes) != version:
                     index.built_at -= MAX_AGE_S  # pages met a change: read again soon
                 if current is not None:
@@ -281,18 +301,48 @@ class EpisodeIndexes:
                 self._indexes.put(cube_id, index)
                 return index
         finally:
+            if waiting:
+                if self._waited_on[cube_id] <= 1:
+                    del self._waited_on[cube_id]
+                else:
+                    self._waited_on[cube_id] -= 1
             if cube_id not in self._indexes and not lock.locked():
                 self._locks.pop(cube_id, None)  # nothing held of the cube: nor its lock
 
+    def _yielding(self, cube_id: str) -> tuple[Callable[[], Awaitable[None]] | None,
+                                                 Callable[[], None] | None]:
+        """A background build's pauses, between pages (on the event loop) and between
+        slices of its thread's work: each waits for the searches in flight to be answered
+        (``streams/runtime/foreground.py``), unless a search waits for this very build."""
+        foreground = self.foreground
+        if foreground is None:
+            return None, None
 
-async def _paged_episodes(query: MemoryQuery, cube_id: str) -> list[MemoryItem]:
+        def wanted() -> bool:
+            return cube_id in self._waited_on
+
+        async def between() -> None:
+            await foreground.yield_to(unless=wanted)
+
+        def pause() -> None:
+            foreground.yield_in_thread(unless=wanted)
+
+        return between, pause
+
+
+async def _paged_episodes(query: MemoryQuery, cube_id: str,
+                          between: Callable[[], Awaitable[None]] | None = None
+                          ) -> list[MemoryItem]:
     """The cube's activated episodes, read ``READ_PAGE`` at a time: a background build reads
     between searches, and decoding a big cube's episodes in one read held the event loop
-    (half a second for 2,000) while searches waited. A node met twice (the store's order moved
-    between pages) is kept once; one missed makes the count differ, which the caller sees."""
+    (half a second for 2,000) while searches waited. ``between``: awaited before each page.
+    A node met twice (the store's order moved between pages) is kept once; one missed makes
+    the count differ, which the caller sees."""
     found: dict[str, MemoryItem] = {}
     skip = 0
     while True:
+        if between is not None:
+            await between()
         page = await query.all_of_type(cube_id, "EpisodicMemory", skip=skip, limit=READ_PAGE)
         for item in page:
             found.setdefault(item.id, item)
@@ -304,12 +354,16 @@ async def _paged_episodes(query: MemoryQuery, cube_id: str) -> list[MemoryItem]:
 _by_query: weakref.WeakKeyDictionary[object, EpisodeIndexes] = weakref.WeakKeyDictionary()
 
 
-def indexes_for(query: object, search: SearchSettings | None = None) -> EpisodeIndexes:
+def indexes_for(query: object, search: SearchSettings | None = None,
+                foreground: Foreground | None = None) -> EpisodeIndexes:
     """The indexes of one store (a worker's stores live as long as its ``Deps``), bounded by
-    ``search.episode_index_cubes`` and ``.episode_index_turns`` when given."""
+    ``search.episode_index_cubes`` and ``.episode_index_turns`` when given; their background
+    builds let ``foreground``'s searches go first when given."""
     found = _by_query.get(query)
     if found is None:
         found = _by_query[query] = EpisodeIndexes()
     if search is not None:
         found.bound(search.episode_index_cubes, search.episode_index_turns)
+    if foreground is not None:
+        found.foreground = foreground
     return found

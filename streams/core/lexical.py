@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +19,7 @@ import simplemma
 import snowballstemmer
 
 from memstream.sinks.graph.fulltext import words
+from memstream.streams.runtime.foreground import paced
 
 _lock = threading.Lock()
 _stemmer = snowballstemmer.stemmer("english")
@@ -51,10 +52,15 @@ def terms(text: str) -> list[str]:
 class BM25:
     """Okapi BM25 (k1 1.2, b 0.75) over documents given as term lists."""
 
-    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75,
+                 pause: Callable[[], None] | None = None) -> None:
+        """``pause``: called every ``PAUSE_EVERY`` documents (a background build's turn to
+        let searches go first)."""
+        step = paced(pause)
         building: dict[str, list[tuple[int, int]]] = {}
         lengths = np.asarray([len(d) for d in docs], dtype=np.float64)
         for i, doc in enumerate(docs):
+            step()
             for term, count in Counter(doc).items():
                 building.setdefault(term, []).append((i, count))
         # Per term, its documents and counts as one slice of two arrays shared by every term

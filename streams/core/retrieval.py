@@ -456,9 +456,10 @@ async def search(req: SearchRequest, deps: Deps,
              if req.mode == "fast" else None)
     # a cube too big to index inside this search is served from the stores while its index
     # is built (``EpisodeIndexes.ready``)
+    indexes = indexes_for(deps.query, deps.settings.search, deps.foreground)
     turn_ranked = recipe.recall.turns and "EpisodicMemory" in requested_types(
-        req.memory_type) and await indexes_for(deps.query, deps.settings.search).ready(
-            deps.query, req.cube_id, deps.settings.search.episode_index_inline)
+        req.memory_type) and await indexes.ready(deps.query, req.cube_id,
+                                                 deps.settings.search.episode_index_inline)
     worded = asyncio.ensure_future(keyword_recall(req, deps, filters, pool, turn_ranked))
     try:
         if not isinstance(prepared, Prepared):

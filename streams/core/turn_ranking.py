@@ -130,8 +130,8 @@ async def rank_windows(
     recipe = deps.settings.search.ranking
     recall, fusion, excerpts = recipe.recall, recipe.fusion, recipe.excerpts
     reads = reads or NodeReads(deps.query, cube_id)
-    index = await indexes_for(deps.query, deps.settings.search).get(deps.query, cube_id,
-                                                                    recount)
+    indexes = indexes_for(deps.query, deps.settings.search, deps.foreground)
+    index = await indexes.get(deps.query, cube_id, recount)
     n = len(index.turns)
     if not n:
         return [], index, np.zeros(0, dtype=bool)

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from memstream.security.signing import Verifier
 from memstream.sinks.ports import StoreUnavailable
 from memstream.streams import metering
+from memstream.streams.runtime.foreground import Foreground
 from memstream.streams.runtime.tracing import stage_span, stamp
 from memstream.streams.runtime.trust import verify_record
 from memstream.topics.events import DeadLetter, Event, MemoryUpdate, Origin
@@ -149,6 +150,8 @@ class Deps:
         default_factory=dict)
 
     ops: WorkerOps | None = None  # the worker's metrics (and sampled lag), if measured
+    # the requests being answered now: background work of the search caches lets them go first
+    foreground: Foreground = field(default_factory=Foreground)
 
     @property
     def query(self) -> MemoryQuery:

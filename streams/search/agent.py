@@ -23,7 +23,8 @@ def register(bound: BoundTopics, deps: Deps, wait: WaitApplied) -> StageStats:
 
     async def handle(raw: RawRecord) -> None:
         with request_span(raw) as span:  # the reply carries this span's context
-            a = await answer(raw, deps, wait)
+            with deps.foreground.request():  # background cache work waits for it
+                a = await answer(raw, deps, wait)
             if a.request is not None:
                 span.set_attribute("memstream.cube_id", a.request.cube_id)
                 span.set_attribute("memstream.op", str(getattr(a.request, "op", "?")))

@@ -50,7 +50,8 @@ async def warm_recent_cubes(deps: Deps, cubes: int) -> list[str]:
         try:
             if isinstance(vectors, CachedVectorStore):
                 await vectors.warm(cube)
-            await indexes_for(deps.query, deps.settings.search).get(deps.query, cube)
+            indexes = indexes_for(deps.query, deps.settings.search, deps.foreground)
+            await indexes.get(deps.query, cube)
         except Exception as exc:  # noqa: BLE001 - the cube loads on its first search instead
             log.warning("search caches of cube %s not warmed: %s", cube, exc)
             continue

@@ -15,6 +15,8 @@ from memstream.sinks.vector.memory import InMemoryVectorStore
 from memstream.streams.core import episode_index
 from memstream.streams.core.episode_index import EpisodeIndex, EpisodeIndexes, indexes_for
 from memstream.streams.core.lexical import terms
+from memstream.streams.runtime import foreground as foreground_module
+from memstream.streams.runtime.foreground import Foreground
 from memstream.topics.models import MemoryItem, MemoryMetadata, SourceRef
 from memstream.topics.settings import SearchSettings
 
@@ -150,3 +152,64 @@ async def test_an_episode_added_is_in_the_index_within_the_recount_window_or_at_
     clock[0] += episode_index.COUNT_EVERY_S
     await indexes.get(query, "cube0")
     assert counts == before + 2
+
+
+async def test_a_background_build_reads_no_page_while_a_search_is_being_answered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big cube's index is built behind its search; while the worker answers another
+    search the build waits (at most ``YIELD_MAX_S`` a step), then finishes with the answers
+    of a build made in one read."""
+    monkeypatch.setattr(foreground_module, "YIELD_MAX_S", 30.0)
+    monkeypatch.setattr(episode_index, "READ_PAGE", 3)
+    query = await store_with(1, episodes=7)
+    inline = await EpisodeIndexes().get(query, "cube0")
+    reads: list[int] = []
+    real = query.all_of_type
+
+    async def counted(cube_id: str, memory_type: str, status: str | None = "activated",
+                      skip: int = 0, limit: int | None = None) -> list[MemoryItem]:
+        reads.append(skip)
+        return await real(cube_id, memory_type, status, skip=skip, limit=limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(query, "all_of_type", counted)
+    foreground = Foreground()
+    indexes = indexes_for(query, foreground=foreground)
+    with foreground.request():  # a search being answered
+        assert not await indexes.ready(query, "cube0", inline=6)
+        await asyncio.sleep(0.2)
+        assert reads == [] and not indexes.held("cube0")
+    for _ in range(200):
+        if indexes.held("cube0"):
+            break
+        await asyncio.sleep(0.01)
+    assert reads == [0, 3, 6]
+    assert answers(await indexes.get(query, "cube0")) == answers(inline)
+
+
+async def test_a_search_that_waits_for_a_background_build_is_not_made_to_wait_by_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search that needs the cube's index now (its episodes changed) waits for the build
+    under way; that build stops yielding, or the search would wait for its own answer."""
+    monkeypatch.setattr(foreground_module, "YIELD_MAX_S", 30.0)
+    monkeypatch.setattr(episode_index, "READ_PAGE", 3)
+    query = await store_with(1, episodes=7)
+    foreground = Foreground()
+    indexes = indexes_for(query, foreground=foreground)
+    with foreground.request():  # this search itself
+        assert not await indexes.ready(query, "cube0", inline=6)  # the build begins, waits
+        await asyncio.sleep(0.05)
+        index = await asyncio.wait_for(indexes.get(query, "cube0", recount=True), 5.0)
+    assert len(index.episodes) == 7
+
+
+def test_a_build_pauses_every_so_many_turns_and_answers_as_one_without_pauses() -> None:
+    episodes = [MemoryItem(
+        id=f"e{e}", memory="\n".join(f"{line} ({e}, {i})" for i in range(20) for line in LINES),
+        metadata=MemoryMetadata(user_id="u", cube_id="u", memory_type="EpisodicMemory",
+                                session_id="s1", created_at=T + timedelta(minutes=e)))
+        for e in range(10)]  # 1,000 turns
+    pauses: list[int] = []
+    paused = EpisodeIndex.build(episodes, 10, pause=lambda: pauses.append(1))
+    # the turns' words, then each BM25 over its documents (turns, then episodes)
+    assert len(pauses) == 2 * (1000 // foreground_module.PAUSE_EVERY)
+    assert answers(paused) == answers(EpisodeIndex.build(episodes, 10))
