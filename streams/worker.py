@@ -56,7 +56,7 @@ from memstream.streams.reorganize.inline import InlineOptimizer
 from memstream.streams.replay.commands import ReplayCommands
 from memstream.streams.replay.stages import ReplayStages
 from memstream.streams.runtime.batches import BoundTopics
-from memstream.streams.runtime.heap import freeze_startup_objects
+from memstream.streams.runtime.heap import freeze_startup_objects, spread_full_passes
 from memstream.streams.runtime.reaper import reap_dead_members
 from memstream.streams.runtime.stage import Clock, Deps, StageStats
 from memstream.streams.runtime.views import ViewMap
@@ -227,6 +227,7 @@ class Worker:
                                                   self.bound.stalls)
         limit_blas_threads(s.worker.blas_threads)  # once the stores have loaded theirs
         freeze_startup_objects()  # full collections walk only what comes after start-up
+        spread_full_passes()  # ... and come a tenth as often
         log.info("worker %s started (broker %s, graph %s, vectors %s, llm %s, embedder %s)",
                  s.app_id, self.bootstrap, self.graph_uri, s.milvus_uri, llm.name, embedder.name)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+from collections import deque
 
-from memstream.streams.runtime.heap import freeze_startup_objects
+from memstream.streams.runtime.heap import freeze_startup_objects, spread_full_passes
 
 
 class Held:
@@ -22,3 +23,40 @@ def test_start_up_objects_are_out_of_the_collectors_reach() -> None:
         assert any(o is later for o in gc.get_objects())
     finally:
         gc.unfreeze()
+
+
+def full_passes_while_caching(objects: int, held: int = 50_000) -> int:
+    """Full collections made while ``objects`` objects pass through a cache of ``held`` (as
+    a worker's caches turn over: each new one pushes out the oldest), each with a reference
+    cycle left behind (as requests leave them: only the collector frees those)."""
+    passes = 0
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        nonlocal passes
+        if phase == "start" and info["generation"] == 2:
+            passes += 1
+
+    cache: deque[Held] = deque(maxlen=held)
+    gc.callbacks.append(count)
+    try:
+        for _ in range(objects):
+            cache.append(Held())
+            cycle = Held()
+            cycle.self = cycle  # type: ignore[attr-defined]
+    finally:
+        gc.callbacks.remove(count)
+    return passes
+
+
+def test_a_worker_makes_a_tenth_as_many_full_collections_while_its_caches_turn_over() -> None:
+    before = gc.get_threshold()
+    gc.collect()
+    try:
+        default = full_passes_while_caching(2_000_000)
+        spread_full_passes()
+        assert gc.get_threshold()[:2] == before[:2]  # the young generations as often
+        gc.collect()
+        spread = full_passes_while_caching(2_000_000)
+    finally:
+        gc.set_threshold(*before)
+    assert default >= 10 and spread <= default / 5
