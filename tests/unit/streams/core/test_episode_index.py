@@ -5,6 +5,7 @@ of the cubes searched last, at most ``search.episode_index_cubes`` cubes and
 from __future__ import annotations
 
 import asyncio
+import gc
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -213,3 +214,20 @@ def test_a_build_pauses_every_so_many_turns_and_answers_as_one_without_pauses() 
     # the turns' words, then each BM25 over its documents (turns, then episodes)
     assert len(pauses) == 2 * (1000 // foreground_module.PAUSE_EVERY)
     assert answers(paused) == answers(EpisodeIndex.build(episodes, 10))
+
+
+def test_an_index_holds_its_turns_as_nothing_a_full_collection_walks_turn_by_turn() -> None:
+    episodes = [MemoryItem(
+        id=f"e{e}", memory="\n".join(f"{line} ({e}, {i})" for i in range(20) for line in LINES),
+        metadata=MemoryMetadata(user_id="u", cube_id="u", memory_type="EpisodicMemory",
+                                session_id="s1", created_at=T + timedelta(minutes=e)))
+        for e in range(10)]
+    index = EpisodeIndex.build(episodes, 10)
+    gc.collect()
+    walked = [o for o in gc.get_referents(index.turns)
+              if gc.is_tracked(o) and not isinstance(o, type)]
+    assert walked == [] and not gc.is_tracked(index.session_of_turn)
+    assert len(index.turns) == 1000 and index.turns[-1] == index.turns[999]
+    third = index.turns[2]
+    assert (third.episode, third.line, third.text) == (0, 2, f"{LINES[2]} (0, 0)")
+    assert [t.text for t in index.turns[:2]] == [f"{LINES[0]} (0, 0)", f"{LINES[1]} (0, 0)"]
