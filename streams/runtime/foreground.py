@@ -4,11 +4,12 @@ A big cube's episode index is built in the background after its first search
 (``streams/core/episode_index.py``): pages read from the graph, then words and BM25 in a
 thread. On a worker serving 10,000 cubes (``bench/tenancy.py``) the build of one cube of
 6,824 memories ran through the next four searches, and the slowest search of the run, in
-five runs of six, was the one it overlapped (390-535 ms, against 110 ms for the same search
-alone): the pages' reads queued beside the search's, and the thread held the interpreter
-lock for half of each 5 ms switch. ``Foreground`` counts the searches a worker is answering;
-a background step waits until none is (at most ``max_wait_s``, so a worker that is never
-idle still finishes the build), on the event loop or in the build's thread.
+seven runs of eight, was the one it overlapped (342-535 ms, against 110 ms for the same
+search alone): the pages' reads queued beside the search's, and the thread held the
+interpreter lock for half of each 5 ms switch. ``Foreground`` counts the searches a
+worker is answering; a background step waits until none is (at most ``max_wait_s``, so a
+worker that is never idle still finishes the build), on the event loop or in the build's
+thread.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ from __future__ import annotations
 import gc
 from collections import deque
 
-from memstream.streams.runtime.heap import freeze_startup_objects, spread_full_passes
+from memstream.streams.runtime.heap import (
+    FULL_PASS_EVERY,
+    freeze_startup_objects,
+    spread_full_passes,
+)
 
 
 class Held:
@@ -51,12 +55,15 @@ def full_passes_while_caching(objects: int, held: int = 50_000) -> int:
 def test_a_worker_makes_a_tenth_as_many_full_collections_while_its_caches_turn_over() -> None:
     before = gc.get_threshold()
     gc.collect()
+    gc.freeze()  # what the test process holds already (a worker freezes its start-up too)
     try:
+        gc.set_threshold(700, 10, 10)  # CPython's defaults (a worker started here changes them)
         default = full_passes_while_caching(2_000_000)
         spread_full_passes()
-        assert gc.get_threshold()[:2] == before[:2]  # the young generations as often
+        assert gc.get_threshold() == (700, 10, FULL_PASS_EVERY)  # the young ones as often
         gc.collect()
         spread = full_passes_while_caching(2_000_000)
     finally:
         gc.set_threshold(*before)
+        gc.unfreeze()
     assert default >= 10 and spread <= default / 5
