@@ -88,11 +88,13 @@ class Turns(Sequence[TurnRef]):
 
     __slots__ = ("_episode", "_line", "_message", "_text")
 
-    def __init__(self, refs: Sequence[TurnRef]) -> None:
-        self._episode = np.fromiter((t.episode for t in refs), dtype=np.int64, count=len(refs))
-        self._line = np.fromiter((t.line for t in refs), dtype=np.int32, count=len(refs))
-        self._message = tuple(t.message_id for t in refs)
-        self._text = tuple(t.text for t in refs)
+    def __init__(self, episode: Sequence[int], line: Sequence[int],
+                 message: Sequence[str | None], text: Sequence[str]) -> None:
+        """Each turn's episode, line, message id and text, in the same order."""
+        self._episode = np.asarray(episode, dtype=np.int64)
+        self._line = np.asarray(line, dtype=np.int32)
+        self._message = tuple(message)
+        self._text = tuple(text)
 
     def __len__(self) -> int:
         return len(self._text)
@@ -178,32 +180,38 @@ class EpisodeIndex:
         episodes = sorted(episodes, key=lambda e: (e.metadata.session_id or "",
                                                    e.metadata.memory_time or e.metadata.created_at,
                                                    e.id))
-        turns: list[TurnRef] = []
+        of_episode: list[int] = []
+        line_nos: list[int] = []
+        messages: list[str | None] = []
+        texts: list[str] = []
         sessions: list[str] = []
         for pos, episode in enumerate(episodes):
             ids = [s.message_id for s in episode.metadata.sources
                    if s.kind == "message" and s.message_id]
+            session = episode.metadata.session_id or f"episode:{episode.id}"
             for line_no, line in enumerate(episode.memory.split("\n")):
-                turns.append(TurnRef(pos, line_no, ids[line_no] if line_no < len(ids) else None,
-                                     line))
-                sessions.append(episode.metadata.session_id or f"episode:{episode.id}")
+                of_episode.append(pos)
+                line_nos.append(line_no)
+                messages.append(ids[line_no] if line_no < len(ids) else None)
+                texts.append(line)
+                sessions.append(session)
         turn_terms = []
         names = []
         scripts = []
-        for turn in turns:  # the words, speaker and script of each turn: most of a build
+        for text in texts:  # the words, speaker and script of each turn: most of a build
             step()
-            turn_terms.append(_line_terms(turn.text))
-            names.append(speaker_of(turn.text))
-            scripts.append(script_code(turn.text))
+            turn_terms.append(_line_terms(text))
+            names.append(speaker_of(text))
+            scripts.append(script_code(text))
         episode_terms: list[list[str]] = [[] for _ in episodes]
-        for turn, words in zip(turns, turn_terms, strict=True):  # an episode's words are its
-            episode_terms[turn.episode].extend(words)  # lines' (no word spans a line break)
-        held = Turns(turns)
+        for pos, words in zip(of_episode, turn_terms, strict=True):  # an episode's words are
+            episode_terms[pos].extend(words)  # its lines' (no word spans a line break)
+        turns = Turns(of_episode, line_nos, messages, texts)
         index = cls(
-            episodes=episodes, turns=held, session_of_turn=tuple(sessions),
+            episodes=episodes, turns=turns, session_of_turn=tuple(sessions),
             turn_bm25=BM25(turn_terms, pause=pause),
             episode_bm25=BM25(episode_terms, pause=pause),
-            episode_of_turn=held.episode_of_turn,
+            episode_of_turn=turns.episode_of_turn,
             position={e.id: i for i, e in enumerate(episodes)},
             built_at=time.monotonic(), version=version)
         index.counted_at = index.built_at
@@ -213,9 +221,9 @@ class EpisodeIndex:
         index.speaker_of_turn = np.asarray([codes.get(n, -1) for n in names], dtype=np.int64)
         index.script_of_turn = np.asarray(scripts, dtype=np.int8)
         of_message: dict[str, list[int]] = {}
-        for i, turn in enumerate(turns):
-            if turn.message_id:
-                of_message.setdefault(turn.message_id, []).append(i)
+        for i, message in enumerate(messages):
+            if message:
+                of_message.setdefault(message, []).append(i)
         index.turns_of_message = {m: tuple(found) for m, found in of_message.items()}
         return index
 
